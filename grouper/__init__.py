@@ -1,0 +1,1 @@
+"""Grouper: cojob-aware network scheduling for deep-learning clusters."""

@@ -1,0 +1,87 @@
+"""The ``grouper`` console script: one entry point, one subcommand per tool."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from grouper.errors import ConfigError
+
+
+def _cmd_order(args: argparse.Namespace) -> int:
+    from grouper.commands import order
+
+    return order(args.workload, args.policy, args.online, args.json)
+
+
+def _cmd_lower_bound(args: argparse.Namespace) -> int:
+    from grouper.commands import lower_bound
+
+    return lower_bound(args.workload, args.json)
+
+
+def _cmd_bench_pda(args: argparse.Namespace) -> int:
+    from grouper.bench import bench_pda
+
+    return bench_pda(args.hosts, args.stages, args.seed, args.runs, args.json)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="grouper", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(
+        name: str,
+        fn: Callable[[argparse.Namespace], int],
+        help_: str,
+        parent: argparse._SubParsersAction = sub,
+    ) -> argparse.ArgumentParser:
+        sp = parent.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    o = add("order", _cmd_order, "PDA order of a workload's stages and every host's plan")
+    o.add_argument("--workload", required=True, help="builtin:NAME or a YAML file")
+    o.add_argument(
+        "--policy",
+        default="grouper",
+        help="grouper (default), grouper-offline, baraat, sincronia, sptf, fs",
+    )
+    o.add_argument(
+        "--online",
+        action="store_true",
+        help="ignore declared job stage counts: assume every job runs all stages",
+    )
+    o.add_argument("--json", metavar="PATH", help="write the result as JSON (- = stdout)")
+
+    lb = add(
+        "lower-bound",
+        _cmd_lower_bound,
+        "LP lower bound on the sum/average of stage completion times (offline)",
+    )
+    lb.add_argument("--workload", required=True)
+    lb.add_argument("--json", metavar="PATH")
+
+    bench = sub.add_parser("bench", help="benchmarks (print figures, assert nothing)")
+    bsub = bench.add_subparsers(dest="what", required=True)
+    bp = add("pda", _cmd_bench_pda, "time PDA on a random cluster-scale instance", bsub)
+    bp.add_argument("--hosts", type=int, default=1000)
+    bp.add_argument("--stages", type=int, default=10000)
+    bp.add_argument("--seed", type=int, default=1)
+    bp.add_argument("--runs", type=int, default=5, help="timed runs (median reported, min 3)")
+    bp.add_argument("--json", metavar="PATH")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except ConfigError as exc:
+        print(f"grouper: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

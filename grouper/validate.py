@@ -1,0 +1,98 @@
+"""Small helpers to read untrusted mappings with path-qualified errors.
+
+Every reader takes the mapping, the key and the path of the mapping; it returns the
+value converted to the wanted type or raises :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from grouper.errors import ConfigError
+
+_MISSING = object()
+
+
+def join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def mapping(value: Any, path: str, allowed: Iterable[str] | None = None) -> Mapping[str, Any]:
+    """Check that ``value`` is a mapping; with ``allowed``, reject unknown keys."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(path, f"expected a mapping, got {type(value).__name__}")
+    if allowed is not None:
+        allowed = set(allowed)
+        for key in value:
+            if key not in allowed:
+                known = ", ".join(sorted(allowed))
+                raise ConfigError(join(path, str(key)), f"unknown key (known: {known})")
+    return value
+
+
+def sequence(value: Any, path: str, *, min_len: int = 0) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise ConfigError(path, f"expected a list, got {type(value).__name__}")
+    if len(value) < min_len:
+        raise ConfigError(path, f"needs at least {min_len} item(s), got {len(value)}")
+    return list(value)
+
+
+def get(m: Mapping[str, Any], key: str, path: str, default: Any = _MISSING) -> Any:
+    if key in m:
+        return m[key]
+    if default is _MISSING:
+        raise ConfigError(join(path, key), "required")
+    return default
+
+
+def string(value: Any, path: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ConfigError(path, f"expected a string, got {type(value).__name__}")
+    text = str(value)
+    if not text:
+        raise ConfigError(path, "must not be empty")
+    return text
+
+
+def number(value: Any, path: str, *, minimum: float | None = None, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        # YAML 1.1 reads "1e9" as a string; accept numeric strings explicitly.
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(path, f"expected a number, got {value!r}") from None
+        else:
+            raise ConfigError(path, f"expected a number, got {type(value).__name__}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ConfigError(path, f"must be finite, got {value!r}")
+    if positive and x <= 0:
+        raise ConfigError(path, f"must be positive, got {value!r}")
+    if minimum is not None and x < minimum:
+        raise ConfigError(path, f"must be at least {minimum:g}, got {value!r}")
+    return x
+
+
+def integer(value: Any, path: str, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise ConfigError(path, f"expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(path, f"must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def choice(value: Any, path: str, options: Iterable[str]) -> str:
+    options = list(options)
+    text = string(value, path)
+    if text not in options:
+        raise ConfigError(path, f"must be one of {', '.join(options)}; got {text!r}")
+    return text

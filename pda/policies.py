@@ -1,0 +1,136 @@
+"""Every policy's order, computed from the same snapshot.
+
+* ``fs``: no order; every flow stays in the default band (per-flow fair share).
+* ``baraat``: FIFO by stage arrival (stage start time, then cojob, then stage number).
+* ``sincronia``: primal-dual (same core as PDA) over each job's current-iteration
+  coflow, unit weights, no stage chains: stage-agnostic.
+* ``sptf``: shortest remaining job data first (jobs by bytes left to send).
+* ``grouper`` / ``grouper-offline``: PDA over stages. They differ only in the
+  snapshot: online assumes every job runs all remaining stages, offline knows which
+  jobs die (build it with ``known_survivors=True``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+from grouper.errors import ConfigError
+from pda.order import pda_order, primal_dual_order
+from pda.priorities import FlowPriorities, QueueConfig, map_priorities
+from pda.snapshot import Snapshot
+
+POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper", "grouper-offline")
+
+
+def knows_survivors(policy: str) -> bool:
+    """Whether the policy may see which jobs die (only the offline oracle may)."""
+    return policy == "grouper-offline"
+
+
+@dataclass
+class Schedule:
+    """The units a policy orders (stages or jobs), their loads and their order."""
+
+    policy: str
+    unit_kind: str  # "stage" or "job"
+    unit_ids: list[str]
+    loads: sparse.csr_matrix
+    order: np.ndarray  # unit rows, highest priority first; empty for fs
+    flow_unit: np.ndarray  # unit row of every snapshot flow, -1 if none
+
+    def ordered_ids(self) -> list[str]:
+        return [self.unit_ids[i] for i in self.order]
+
+
+def schedule(snap: Snapshot, policy: str) -> Schedule:
+    if policy not in POLICIES:
+        raise ConfigError("policy", f"must be one of {', '.join(POLICIES)}; got {policy!r}")
+    stage_of_flow = snap.job_stage[snap.flow_job] if len(snap.flow_job) else snap.flow_job
+    if policy in ("grouper", "grouper-offline"):
+        order = pda_order(snap).order
+        return Schedule(policy, "stage", snap.stage_ids, snap.stage_loads, order, stage_of_flow)
+    if policy == "baraat":
+        key = (snap.stage_number, snap.stage_cojob, snap.stage_started)
+        order = np.lexsort(key)
+        return Schedule(policy, "stage", snap.stage_ids, snap.stage_loads, order, stage_of_flow)
+    active = snap.job_stage >= 0
+    job_flow_unit = (
+        np.where(active[snap.flow_job], snap.flow_job, -1) if len(snap.flow_job) else snap.flow_job
+    )
+    if policy == "sincronia":
+        loads = snap.job_iter_loads.multiply(active[:, None]).tocsr()
+        rows = np.flatnonzero(active)
+        sub = primal_dual_order(loads[rows], np.ones(len(rows)), tie_key=rows.astype(float))
+        order = rows[sub.order]
+        return Schedule(policy, "job", snap.job_ids, loads, order, job_flow_unit)
+    if policy == "sptf":
+        rows = np.flatnonzero(active)
+        order = rows[np.argsort(snap.job_remaining[rows], kind="stable")]
+        loads = snap.job_iter_loads.multiply(active[:, None]).tocsr()
+        return Schedule(policy, "job", snap.job_ids, loads, order, job_flow_unit)
+    # fs: nothing is ordered
+    return Schedule(
+        policy,
+        "none",
+        [],
+        sparse.csr_matrix((0, snap.num_ports)),
+        np.zeros(0, np.int64),
+        np.full(len(snap.flow_job), -1),
+    )
+
+
+def flow_priorities(snap: Snapshot, sched: Schedule, cfg: QueueConfig) -> FlowPriorities:
+    if sched.unit_kind == "none":
+        n = len(snap.flow_job)
+        band = np.full(n, cfg.default_band, dtype=np.int64)
+        return FlowPriorities(band, np.asarray(cfg.dscp_table)[band], sched.flow_unit)
+    return map_priorities(
+        sched.loads,
+        sched.order,
+        sched.flow_unit,
+        snap.flow_src,
+        snap.flow_dst,
+        len(snap.hosts),
+        cfg,
+    )
+
+
+def host_plans(snap: Snapshot, sched: Schedule, cfg: QueueConfig) -> dict[str, dict]:
+    """Per-host plan: every flow sent from the host with its band and DSCP, and the
+    order of the units sending from / receiving at the host."""
+    pr = flow_priorities(snap, sched, cfg)
+    plans: dict[str, dict] = {
+        h: {"flows": [], "send_order": [], "receive_order": []} for h in snap.hosts
+    }
+    for i in range(len(snap.flow_job)):
+        s, d = int(snap.flow_src[i]), int(snap.flow_dst[i])
+        if s == d:
+            continue
+        job = snap.job_ids[snap.flow_job[i]]
+        cojob, job_id = job.split(":", 1)
+        stage = int(snap.job_stage[snap.flow_job[i]])
+        plans[snap.hosts[s]]["flows"].append(
+            {
+                "cojob": cojob,
+                "job": job_id,
+                "stage": snap.stage_ids[stage] if stage >= 0 else None,
+                "src": snap.hosts[s],
+                "dst": snap.hosts[d],
+                "band": int(pr.band[i]),
+                "dscp": int(pr.dscp[i]),
+            }
+        )
+    if len(sched.order):
+        nh = len(snap.hosts)
+        csc = sched.loads.tocsc()
+        position = np.empty(len(sched.unit_ids), dtype=np.int64)
+        position[sched.order] = np.arange(len(sched.order))
+        for h, host in enumerate(snap.hosts):
+            for key, port in (("send_order", h), ("receive_order", nh + h)):
+                rows = csc.indices[csc.indptr[port] : csc.indptr[port + 1]]
+                rows = rows[np.argsort(position[rows])]
+                plans[host][key] = [sched.unit_ids[r] for r in rows]
+    return plans

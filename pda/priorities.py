@@ -1,0 +1,188 @@
+"""Global order -> local priorities per host (grouper paper, Section IV-B, Fig. 7-8).
+
+Each port ranks the units (stages, or jobs for job-level baselines) that load it in
+global order. A flow's *band* on its sender's NIC is the rank of its unit among the
+units that send from that host; the *DSCP* it carries is the code point of the rank of
+its unit among the units that receive at the flow's destination host (the switch puts
+it in that egress queue).
+
+Bands are numbered 0 (highest priority) to ``queues - 1``. Reserved bands (default 0,
+for control traffic) and the scavenger band (default: the last one) are not given to
+ranks. Ranks fill the data bands in order; ranks past the last data band share it when
+admission is off. With admission on, at most two units share the last data band: its
+owner and the first overflow unit that AdaDUAL admits (its load on the port against the
+owner's); the other overflow units wait in the scavenger band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import sparse
+
+from grouper.errors import ConfigError
+from pda.admission import ContentionModel, adadual_admit
+
+
+def default_dscp_table(queues: int) -> tuple[int, ...]:
+    """Band ``b`` -> class selector ``CS(7 - b)``: band 0 (control) is CS7, band 7 is CS0.
+
+    Higher class selectors map to higher switch priority, as most switches do by default.
+    Traffic nobody marked (DSCP 0) therefore lands in band 7 at switches.
+    """
+    if not 1 <= queues <= 8:
+        raise ConfigError("queues", f"the default DSCP table covers 1 to 8 queues, got {queues}")
+    return tuple(8 * (7 - b) for b in range(queues))
+
+
+def tos_byte(dscp: int) -> int:
+    """The IPv4 TOS / IPv6 traffic-class byte that carries ``dscp`` (ECN bits zero)."""
+    if not 0 <= dscp <= 63:
+        raise ConfigError("dscp", f"must be between 0 and 63, got {dscp}")
+    return dscp << 2
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    queues: int = 8
+    reserved: tuple[int, ...] = (0,)
+    scavenger: int | None = -1  # -1: the last band; None: no scavenger band
+    dscp: tuple[int, ...] = field(default=())  # band -> DSCP; empty: default table
+    admission: ContentionModel | None = field(default_factory=ContentionModel)
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.queues <= 16:
+            raise ConfigError("queues", f"must be between 2 and 16, got {self.queues}")
+        for i, r in enumerate(self.reserved):
+            if not 0 <= r < self.queues:
+                raise ConfigError(f"reserved[{i}]", f"band {r} out of range 0..{self.queues - 1}")
+        if self.scavenger is not None and self.scavenger != -1:
+            if not 0 <= self.scavenger < self.queues or self.scavenger in self.reserved:
+                raise ConfigError("scavenger", f"band {self.scavenger} is not a free band")
+        if not self.data_bands:
+            raise ConfigError("queues", "no band left for data after reserved and scavenger")
+        table = self.dscp_table
+        if len(table) != self.queues:
+            raise ConfigError(
+                "dscp", f"needs one code point per band ({self.queues}), got {len(table)}"
+            )
+        for b, d in enumerate(table):
+            if not 0 <= d <= 63:
+                raise ConfigError(f"dscp[{b}]", f"must be between 0 and 63, got {d}")
+        if len(set(table)) != len(table):
+            raise ConfigError(
+                "dscp", "code points must be distinct so switches can tell bands apart"
+            )
+
+    @property
+    def scavenger_band(self) -> int | None:
+        return self.queues - 1 if self.scavenger == -1 else self.scavenger
+
+    @property
+    def data_bands(self) -> tuple[int, ...]:
+        skip = set(self.reserved)
+        if self.scavenger_band is not None:
+            skip.add(self.scavenger_band)
+        return tuple(b for b in range(self.queues) if b not in skip)
+
+    @property
+    def default_band(self) -> int:
+        """Band for traffic the plan does not know: the last data band."""
+        return self.data_bands[-1]
+
+    @property
+    def dscp_table(self) -> tuple[int, ...]:
+        return self.dscp or default_dscp_table(self.queues)
+
+
+@dataclass
+class PortBands:
+    """Band of every (unit, port) pair that carries load, as a sparse matrix.
+
+    ``band.data`` holds ``band + 1`` so that zero means "unit does not load the port".
+    """
+
+    band: sparse.csr_matrix
+
+    def lookup(self, units: np.ndarray, ports: np.ndarray, default: int) -> np.ndarray:
+        got = np.asarray(self.band[units, ports]).ravel().astype(np.int64) - 1
+        got[got < 0] = default
+        return got
+
+
+def port_bands(
+    loads: sparse.spmatrix, order: np.ndarray, cfg: QueueConfig, active: np.ndarray | None = None
+) -> PortBands:
+    """Rank the units on every port in global order and turn ranks into bands.
+
+    Only ``active`` units (those with traffic now, e.g. the stage each job is in) take
+    a rank; a cojob's later stages get theirs when they start, so they do not use up
+    the few queues a port has.
+    """
+    coo = sparse.coo_matrix(loads)
+    keep = coo.data > 0
+    if active is not None:
+        keep &= np.asarray(active, dtype=bool)[coo.row]
+    units, ports, vals = coo.row[keep], coo.col[keep], coo.data[keep]
+    position = np.empty(loads.shape[0], dtype=np.int64)
+    position[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+    pos = position[units]
+    idx = np.lexsort((pos, ports))
+    units, ports, vals = units[idx], ports[idx], vals[idx]
+    # rank within each port group
+    group_start = np.r_[0, np.flatnonzero(np.diff(ports)) + 1]
+    sizes = np.diff(np.r_[group_start, len(ports)])
+    rank = np.arange(len(ports)) - np.repeat(group_start, sizes)
+
+    data = np.asarray(cfg.data_bands, dtype=np.int64)
+    nd = len(data)
+    bands = data[np.minimum(rank, nd - 1)]
+    if cfg.admission is not None and cfg.scavenger_band is not None:
+        for start, size in zip(group_start[sizes > nd], sizes[sizes > nd], strict=True):
+            owner_load = vals[start + nd - 1]
+            admitted = False
+            for i in range(start + nd, start + size):
+                if not admitted and adadual_admit(vals[i], [owner_load], cfg.admission):
+                    admitted = True  # shares the last data band with its owner
+                else:
+                    bands[i] = cfg.scavenger_band
+    matrix = sparse.csr_matrix((bands + 1, (units, ports)), shape=loads.shape)
+    return PortBands(matrix)
+
+
+@dataclass
+class FlowPriorities:
+    """Band (sender NIC) and DSCP (switch egress toward receiver) of every flow row."""
+
+    band: np.ndarray
+    dscp: np.ndarray
+    unit: np.ndarray  # unit row of every flow, -1 when the flow's job has no unit
+
+
+def map_priorities(
+    loads: sparse.spmatrix,
+    order: np.ndarray,
+    flow_unit: np.ndarray,
+    flow_src: np.ndarray,
+    flow_dst: np.ndarray,
+    num_hosts: int,
+    cfg: QueueConfig,
+) -> FlowPriorities:
+    """Bands and DSCPs of flows whose unit is ``flow_unit`` (-1: not scheduled).
+
+    Units that no flow belongs to are not active and take no rank.
+    """
+    active = np.zeros(loads.shape[0], dtype=bool)
+    active[flow_unit[flow_unit >= 0]] = True
+    pb = port_bands(loads, order, cfg, active)
+    table = np.asarray(cfg.dscp_table, dtype=np.int64)
+    n = len(flow_unit)
+    band = np.full(n, cfg.default_band, dtype=np.int64)
+    recv_band = np.full(n, cfg.default_band, dtype=np.int64)
+    ok = (flow_unit >= 0) & (flow_src != flow_dst)
+    if ok.any():
+        u = flow_unit[ok]
+        band[ok] = pb.lookup(u, flow_src[ok], cfg.default_band)
+        recv_band[ok] = pb.lookup(u, num_hosts + flow_dst[ok], cfg.default_band)
+    return FlowPriorities(band, table[recv_band], np.asarray(flow_unit))

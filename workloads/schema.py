@@ -1,0 +1,182 @@
+"""The workload file format (documented in docs/workloads.md).
+
+Every error is a :class:`ConfigError` whose path names the field, e.g.
+``cojobs[0].jobs[1].workers: a ring needs at least 2 host(s), got 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grouper import validate as v
+from grouper.errors import ConfigError
+from pda.model import ARCHS, Cojob, FlowSpec, Job
+
+TOP_KEYS = ("name", "description", "hosts", "topology", "capacity", "time_unit", "cojobs")
+COJOB_KEYS = ("id", "arrival", "stages", "jobs")
+JOB_KEYS = (
+    "id",
+    "arch",
+    "model_bytes",
+    "workers",
+    "servers",
+    "flows",
+    "compute_time",
+    "stages",
+    "done",
+)
+FLOW_KEYS = ("src", "dst", "bytes")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    hosts: tuple[str, ...]
+    cojobs: tuple[Cojob, ...]
+    capacity: float  # bytes per time unit of every host port
+    time_unit: str  # "s" or a name such as "unit" for textbook examples
+
+
+def load_workload(spec: str) -> Workload:
+    """``builtin:NAME`` or a path to a YAML file."""
+    if spec.startswith("builtin:"):
+        name = spec.split(":", 1)[1]
+        ref = resources.files("workloads") / "builtin" / f"{name}.yaml"
+        if not ref.is_file():
+            known = sorted(
+                p.name[:-5]
+                for p in (resources.files("workloads") / "builtin").iterdir()
+                if p.name.endswith(".yaml")
+            )
+            raise ConfigError("workload", f"unknown builtin {name!r} (known: {', '.join(known)})")
+        text = ref.read_text()
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError("workload", f"no such file: {spec}")
+        text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError("workload", f"not valid YAML: {exc}") from None
+    return parse_workload(data, default_name=spec)
+
+
+def _hosts_from_topology(spec: str, path: str) -> tuple[str, ...]:
+    kind, _, arg = spec.partition(":")
+    if kind == "bigswitch":
+        n = v.integer(int(arg) if arg.isdigit() else arg, path, minimum=1)
+        return tuple(f"h{i + 1}" for i in range(n))
+    if kind == "leafspine":
+        parts = arg.split(",")
+        if len(parts) != 4:
+            raise ConfigError(path, "leafspine needs L,S,H,GBPS")
+        leaves, hosts = int(parts[0]), int(parts[2])
+        return tuple(f"h{i + 1}" for i in range(leaves * hosts))
+    raise ConfigError(path, f"unknown topology kind {kind!r} (known: bigswitch, leafspine)")
+
+
+def parse_workload(data: Any, default_name: str = "workload") -> Workload:
+    top = v.mapping(data, "", TOP_KEYS)
+    name = v.string(v.get(top, "name", "", default_name), "name")
+    if "hosts" in top:
+        hosts = tuple(
+            v.string(h, f"hosts[{i}]")
+            for i, h in enumerate(v.sequence(top["hosts"], "hosts", min_len=1))
+        )
+        if len(set(hosts)) != len(hosts):
+            raise ConfigError("hosts", "duplicate host names")
+    elif "topology" in top:
+        hosts = _hosts_from_topology(v.string(top["topology"], "topology"), "topology")
+    else:
+        raise ConfigError("hosts", "required (or give a topology)")
+    known = set(hosts)
+    capacity = v.number(v.get(top, "capacity", "", 1.0), "capacity", positive=True)
+    time_unit = v.string(v.get(top, "time_unit", "", "s"), "time_unit")
+    cojobs_raw = v.sequence(v.get(top, "cojobs", ""), "cojobs", min_len=1)
+    cojobs = []
+    seen: set[str] = set()
+    for g, raw in enumerate(cojobs_raw):
+        cj = _parse_cojob(raw, f"cojobs[{g}]", known)
+        if cj.cojob_id in seen:
+            raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cj.cojob_id!r}")
+        seen.add(cj.cojob_id)
+        cojobs.append(cj)
+    return Workload(name, hosts, tuple(cojobs), capacity, time_unit)
+
+
+def _hosts(raw: Any, path: str, known: set[str]) -> tuple[str, ...]:
+    out = []
+    for i, h in enumerate(v.sequence(raw, path)):
+        host = v.string(h, f"{path}[{i}]")
+        if host not in known:
+            raise ConfigError(f"{path}[{i}]", f"unknown host {host!r}")
+        out.append(host)
+    return tuple(out)
+
+
+def _parse_cojob(raw: Any, path: str, known: set[str]) -> Cojob:
+    m = v.mapping(raw, path, COJOB_KEYS)
+    cid = v.string(v.get(m, "id", path), v.join(path, "id"))
+    arrival = v.number(v.get(m, "arrival", path, 0.0), v.join(path, "arrival"), minimum=0)
+    stages_raw = v.sequence(v.get(m, "stages", path), v.join(path, "stages"), min_len=1)
+    stages = tuple(v.integer(x, f"{path}.stages[{k}]", minimum=1) for k, x in enumerate(stages_raw))
+    jobs_raw = v.sequence(v.get(m, "jobs", path), v.join(path, "jobs"), min_len=1)
+    jobs = tuple(_parse_job(j, f"{path}.jobs[{i}]", known) for i, j in enumerate(jobs_raw))
+    try:
+        return Cojob(cid, stages, jobs, arrival)
+    except ConfigError as exc:
+        raise ConfigError(v.join(path, exc.path), exc.problem) from None
+
+
+def _parse_job(raw: Any, path: str, known: set[str]) -> Job:
+    m = v.mapping(raw, path, JOB_KEYS)
+    jid = v.string(v.get(m, "id", path), v.join(path, "id"))
+    arch = v.choice(v.get(m, "arch", path), v.join(path, "arch"), ARCHS)
+    kw: dict[str, Any] = {
+        "compute_time": v.number(
+            v.get(m, "compute_time", path, 0.0), v.join(path, "compute_time"), minimum=0
+        ),
+        "done": v.integer(v.get(m, "done", path, 0), v.join(path, "done"), minimum=0),
+    }
+    if "stages" in m:
+        kw["stages"] = v.integer(m["stages"], v.join(path, "stages"), minimum=1)
+    try:
+        if arch == "flows":
+            for key in ("model_bytes", "workers", "servers"):
+                if key in m:
+                    raise ConfigError(key, "not used with arch 'flows'")
+            flows_raw = v.sequence(v.get(m, "flows", path), v.join(path, "flows"), min_len=1)
+            flows = [_parse_flow(f, f"{path}.flows[{i}]", known) for i, f in enumerate(flows_raw)]
+            return Job.explicit(jid, flows, **kw)
+        if "flows" in m:
+            raise ConfigError("flows", f"not used with arch {arch!r} (traffic follows from it)")
+        model = v.number(v.get(m, "model_bytes", path), v.join(path, "model_bytes"), positive=True)
+        workers = _hosts(v.get(m, "workers", path), v.join(path, "workers"), known)
+        if arch == "ps":
+            servers = _hosts(v.get(m, "servers", path), v.join(path, "servers"), known)
+            return Job.ps(jid, model, workers, servers, **kw)
+        if "servers" in m:
+            raise ConfigError("servers", "a ring job has no servers")
+        return Job.ring(jid, model, workers, **kw)
+    except ConfigError as exc:
+        if exc.path.startswith(path):
+            raise
+        raise ConfigError(v.join(path, exc.path), exc.problem) from None
+
+
+def _parse_flow(raw: Any, path: str, known: set[str]) -> FlowSpec:
+    m = v.mapping(raw, path, FLOW_KEYS)
+    ends = []
+    for key in ("src", "dst"):
+        host = v.string(v.get(m, key, path), v.join(path, key))
+        if host not in known:
+            raise ConfigError(v.join(path, key), f"unknown host {host!r}")
+        ends.append(host)
+    size = v.number(v.get(m, "bytes", path), v.join(path, "bytes"), positive=True)
+    return FlowSpec(ends[0], ends[1], size)
