@@ -27,6 +27,12 @@ def _cmd_bench_pda(args: argparse.Namespace) -> int:
     return bench_pda(args.hosts, args.stages, args.seed, args.runs, args.json)
 
 
+def _cmd_bench_ratio(args: argparse.Namespace) -> int:
+    from grouper.bench import bench_ratio
+
+    return bench_ratio(args.instances, args.max_cojobs, args.max_stages, args.seed, args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -71,6 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--seed", type=int, default=1)
     bp.add_argument("--runs", type=int, default=5, help="timed runs (median reported, min 3)")
     bp.add_argument("--json", metavar="PATH")
+    br = add(
+        "ratio",
+        _cmd_bench_ratio,
+        "distribution of PDA's sum of SCT over the LP bound on random one-port instances",
+        bsub,
+    )
+    br.add_argument("--instances", type=int, default=200)
+    br.add_argument("--max-cojobs", type=int, default=6)
+    br.add_argument("--max-stages", type=int, default=4)
+    br.add_argument("--seed", type=int, default=1)
+    br.add_argument("--json", metavar="PATH")
     return p
 
 

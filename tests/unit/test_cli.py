@@ -1,0 +1,33 @@
+"""The ``grouper`` CLI: order and lower bound on the paper's Fig. 3 example."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def run(*args):
+    proc = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", *args], capture_output=True, text=True, check=True
+    )
+    return proc.stdout
+
+
+def test_order_fig3_json():
+    out = json.loads(run("order", "--workload", "builtin:fig3", "--json", "-"))
+    assert out["order"] == ["A/1", "A/2", "B/1", "B/2"]
+    flows = out["hosts"]["src"]["flows"]
+    assert {(f["stage"], f["band"]) for f in flows} == {("A/1", 1), ("B/1", 2)}
+    assert out["hosts"]["src"]["send_order"] == ["A/1", "A/2", "B/1", "B/2"]
+
+
+def test_lower_bound_fig3_matches_the_optimum():
+    out = json.loads(run("lower-bound", "--workload", "builtin:fig3", "--json", "-"))
+    assert abs(out["avg_sct_lower_bound"] - 6.5) < 1e-6
+
+
+def test_bench_pda_small():
+    out = json.loads(run("bench", "pda", "--hosts", "20", "--stages", "50", "--json", "-"))
+    assert out["stages"] == 50 and out["hosts"] == 20 and out["nonzeros"] > 0
+    assert len(out["runs"]) >= 3

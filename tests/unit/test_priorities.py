@@ -1,0 +1,124 @@
+"""Global order -> per-host bands and DSCPs (Fig. 7-8), queues, overflow, encoding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grouper.errors import ConfigError
+from pda.admission import ContentionModel
+from pda.model import Cojob, FlowSpec, Job
+from pda.policies import host_plans, schedule
+from pda.priorities import QueueConfig, default_dscp_table, map_priorities, tos_byte
+from pda.snapshot import build_snapshot
+
+
+def fig7_snapshot():
+    """Machines A, B, C; S1 on A and B, S2 on A and C, S3 on B and C (both directions)."""
+
+    def pair(x, y, size):
+        return [FlowSpec(x, y, size), FlowSpec(y, x, size)]
+
+    cojobs = [
+        Cojob("S1", (1,), (Job.explicit("j", pair("A", "B", 1.0)),)),
+        Cojob("S2", (1,), (Job.explicit("j", pair("A", "C", 2.0)),)),
+        Cojob("S3", (1,), (Job.explicit("j", pair("B", "C", 3.0)),)),
+    ]
+    return build_snapshot(cojobs, ["A", "B", "C"])
+
+
+def test_fig7_local_priorities():
+    snap = fig7_snapshot()
+    sched = schedule(snap, "baraat")  # FIFO: S1, S2, S3 is the global order here
+    assert sched.ordered_ids() == ["S1/1", "S2/1", "S3/1"]
+    plans = host_plans(snap, sched, QueueConfig())
+    band = {h: {f["cojob"]: f["band"] for f in p["flows"]} for h, p in plans.items()}
+    # local priority 1, 2 -> bands 1, 2 (band 0 is reserved for control traffic)
+    assert band == {"A": {"S1": 1, "S2": 2}, "B": {"S1": 1, "S3": 2}, "C": {"S2": 1, "S3": 2}}
+    table = QueueConfig().dscp_table
+    # Fig. 8: flows into C carry C's receive ranks: S2 -> 1, S3 -> 2
+    into_c = {f["cojob"]: f["dscp"] for h in "AB" for f in plans[h]["flows"] if f["dst"] == "C"}
+    assert into_c == {"S2": table[1], "S3": table[2]}
+    assert plans["C"]["send_order"] == ["S2/1", "S3/1"]
+
+
+def test_sender_band_and_receiver_dscp_use_different_ranks():
+    # X sends two stages to different receivers; at Y the second stage is the only one.
+    cojobs = [
+        Cojob("P", (1,), (Job.explicit("j", [FlowSpec("X", "Z", 1.0)]),)),
+        Cojob("Q", (1,), (Job.explicit("j", [FlowSpec("X", "Y", 5.0)]),)),
+    ]
+    snap = build_snapshot(cojobs, ["X", "Y", "Z"])
+    plans = host_plans(snap, schedule(snap, "baraat"), QueueConfig())
+    f = {x["cojob"]: x for x in plans["X"]["flows"]}
+    assert (f["P"]["band"], f["Q"]["band"]) == (1, 2)
+    assert f["Q"]["dscp"] == QueueConfig().dscp_table[1]  # rank 1 at Y's downlink
+
+
+def many_stages_one_port(sizes):
+    cojobs = [
+        Cojob(f"c{i}", (1,), (Job.explicit("j", [FlowSpec("a", "b", s)]),))
+        for i, s in enumerate(sizes)
+    ]
+    return build_snapshot(cojobs, ["a", "b"])
+
+
+def bands_for(snap, cfg):
+    sched = schedule(snap, "baraat")
+    fp = map_priorities(
+        sched.loads,
+        sched.order,
+        sched.flow_unit,
+        snap.flow_src,
+        snap.flow_dst,
+        len(snap.hosts),
+        cfg,
+    )
+    return fp.band.tolist()
+
+
+def test_overflow_without_admission_shares_last_data_band():
+    cfg = QueueConfig(queues=4, admission=None)  # data bands 1, 2; scavenger 3
+    assert bands_for(many_stages_one_port([5, 5, 5, 1, 1]), cfg) == [1, 2, 2, 2, 2]
+
+
+def test_overflow_with_admission_shares_once_and_rest_wait_in_scavenger():
+    model = ContentionModel(a=0.0, b=1.0, eta=0.5)  # share if new/old < 1/3
+    cfg = QueueConfig(queues=4, admission=model)
+    # owner of band 2 has 9; first overflow (4) fails 4/9, second (2) passes 2/9,
+    # third (1) would pass too but at most two share a queue -> scavenger.
+    assert bands_for(many_stages_one_port([5, 9, 4, 2, 1]), cfg) == [1, 2, 3, 2, 3]
+
+
+def test_dscp_encoding_in_the_tos_byte():
+    assert tos_byte(46) == 0xB8  # EF
+    assert tos_byte(8) == 0x20  # CS1
+    assert tos_byte(48) == 0xC0  # CS6
+    with pytest.raises(ConfigError):
+        tos_byte(64)
+    assert default_dscp_table(8) == (56, 48, 40, 32, 24, 16, 8, 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"queues": 1}, "^queues: must be between 2 and 16"),
+        ({"queues": 2, "reserved": (0,)}, "^queues: no band left"),
+        ({"reserved": (9,)}, r"^reserved\[0\]: band 9 out of range"),
+        ({"dscp": (1, 2, 3)}, "^dscp: needs one code point per band"),
+        ({"queues": 3, "dscp": (1, 1, 2)}, "^dscp: code points must be distinct"),
+        ({"queues": 3, "dscp": (1, 70, 2)}, r"^dscp\[1\]: must be between 0 and 63"),
+    ],
+)
+def test_queue_config_errors_name_the_field(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        QueueConfig(**kwargs)
+
+
+def test_default_band_for_unscheduled_flows_is_last_data_band():
+    cfg = QueueConfig()
+    snap = many_stages_one_port([1.0])
+    fp = map_priorities(
+        snap.stage_loads, np.array([0]), np.array([-1]), snap.flow_src, snap.flow_dst, 2, cfg
+    )
+    assert fp.band.tolist() == [cfg.default_band] == [6]

@@ -1,0 +1,68 @@
+"""Traffic per iteration and remaining stage loads on ports."""
+
+from __future__ import annotations
+
+import pytest
+
+from pda.model import Cojob, FlowSpec, Job
+from pda.snapshot import build_snapshot
+
+HOSTS = ["h1", "h2", "h3", "h4"]
+
+
+def port(snap, host, side):
+    h = snap.hosts.index(host)
+    return h if side == "in" else len(snap.hosts) + h
+
+
+def test_ps_traffic_per_iteration():
+    job = Job.ps("j", 100.0, ["h1", "h2"], ["h3", "h4"])
+    # each worker sends 100/2 to each server and gets as much back
+    assert sorted((f.src, f.dst, f.bytes) for f in job.flows) == sorted(
+        [(w, s, 50.0) for w in ("h1", "h2") for s in ("h3", "h4")]
+        + [(s, w, 50.0) for w in ("h1", "h2") for s in ("h3", "h4")]
+    )
+
+
+def test_ring_traffic_per_iteration():
+    job = Job.ring("j", 90.0, ["h1", "h2", "h3"])
+    assert [(f.src, f.dst) for f in job.flows] == [("h1", "h2"), ("h2", "h3"), ("h3", "h1")]
+    assert all(f.bytes == pytest.approx(2 * 2 / 3 * 90.0) for f in job.flows)
+
+
+def test_remaining_load_counts_progress_and_skips_same_host_traffic():
+    job = Job.ps("j", 10.0, ["h1", "h2"], ["h2"], done=150)  # h2 -> h2 is local
+    cj = Cojob("c", (100, 200), (job,))
+    snap = build_snapshot([cj], HOSTS)
+    assert snap.stage_ids == ["c/2"]  # stage 1 (100 iterations) is finished
+    loads = snap.stage_loads.toarray()[0]
+    # 150 iterations left of stage 2; only h1 <-> h2 crosses the network, 10 B each way
+    assert loads[port(snap, "h1", "in")] == pytest.approx(1500.0)
+    assert loads[port(snap, "h2", "out")] == pytest.approx(1500.0)
+    assert loads[port(snap, "h2", "in")] == pytest.approx(1500.0)
+    assert loads[port(snap, "h1", "out")] == pytest.approx(1500.0)
+    assert loads.sum() == pytest.approx(4 * 1500.0)
+
+
+def test_known_survivors_only_offline():
+    cj = Cojob(
+        "c",
+        (1, 1),
+        (
+            Job.explicit("a", [FlowSpec("h1", "h2", 1.0)]),
+            Job.explicit("b", [FlowSpec("h1", "h2", 3.0)], stages=1),
+        ),
+    )
+    offline = build_snapshot([cj], HOSTS, known_survivors=True).stage_loads.toarray()
+    online = build_snapshot([cj], HOSTS, known_survivors=False).stage_loads.toarray()
+    assert offline[:, 0].tolist() == [4.0, 1.0]
+    assert online[:, 0].tolist() == [4.0, 4.0]
+
+
+def test_stage_chain_links_unfinished_stages():
+    cj = Cojob("c", (1, 1, 1), (Job.explicit("a", [FlowSpec("h1", "h2", 1.0)], done=1),))
+    snap = build_snapshot([cj], HOSTS)
+    assert snap.stage_ids == ["c/2", "c/3"]
+    assert snap.stage_prev.tolist() == [-1, 0]
+    assert snap.stage_number.tolist() == [2, 3]
+    assert snap.job_stage.tolist() == [0]

@@ -1,0 +1,117 @@
+"""Workload files: bad input gets a ConfigError naming the field."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from grouper.errors import ConfigError
+from workloads import load_workload, parse_workload
+
+GOOD = {
+    "hosts": ["h1", "h2", "h3"],
+    "cojobs": [
+        {
+            "id": "A",
+            "stages": [10, 20],
+            "jobs": [
+                {
+                    "id": "p",
+                    "arch": "ps",
+                    "model_bytes": 1e6,
+                    "workers": ["h1", "h2"],
+                    "servers": ["h3"],
+                },
+                {"id": "r", "arch": "ring", "model_bytes": 2e6, "workers": ["h1", "h2", "h3"]},
+            ],
+        },
+    ],
+}
+
+
+def broken(path, value):
+    data = copy.deepcopy(GOOD)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+def test_good_workload_parses():
+    wl = parse_workload(GOOD)
+    assert wl.hosts == ("h1", "h2", "h3")
+    assert [j.arch for j in wl.cojobs[0].jobs] == ["ps", "ring"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            ["cojobs", 0, "jobs", 0, "model_bytes"],
+            -5,
+            r"cojobs\[0\]\.jobs\[0\]\.model_bytes: must be positive",
+        ),
+        (
+            ["cojobs", 0, "jobs", 0, "workers"],
+            ["h1", "h9"],
+            r"cojobs\[0\]\.jobs\[0\]\.workers\[1\]: unknown host 'h9'",
+        ),
+        (
+            ["cojobs", 0, "jobs", 1, "workers"],
+            ["h1"],
+            r"cojobs\[0\]\.jobs\[1\]\.workers: a ring needs at least 2",
+        ),
+        (["cojobs", 0, "stages"], [], r"cojobs\[0\]\.stages: needs at least 1"),
+        (["cojobs", 0, "stages"], [10, 0], r"cojobs\[0\]\.stages\[1\]: must be at least 1"),
+        (["cojobs", 0, "stages"], "ten", r"cojobs\[0\]\.stages: expected a list, got str"),
+        (
+            ["cojobs", 0, "jobs", 0, "model_bytes"],
+            "big",
+            r"model_bytes: expected a number, got 'big'",
+        ),
+        (
+            ["cojobs", 0, "jobs", 0, "arch"],
+            "mesh",
+            r"jobs\[0\]\.arch: must be one of ps, ring, flows",
+        ),
+        (["cojobs", 0, "jobs", 0, "servers"], KeyError, r"jobs\[0\]\.servers: required"),
+        (["cojobs", 0, "jobs", 0, "colour"], "red", r"jobs\[0\]\.colour: unknown key"),
+        (
+            ["cojobs", 0, "jobs", 1, "stages"],
+            3,
+            r"cojobs\[0\]\.jobs\[1\]\.stages: must be between 1 and 2",
+        ),
+        (["cojobs"], [], r"^cojobs: needs at least 1"),
+        (["hosts"], ["h1", "h1"], r"^hosts: duplicate host names"),
+        (["cojobs", 0, "jobs", 1, "id"], "p", r"cojobs\[0\]\.jobs\[1\]\.id: duplicate job id 'p'"),
+    ],
+)
+def test_bad_workloads_name_the_field(path, value, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_workload(broken(path, value))
+
+
+def test_unknown_builtin_lists_known_ones():
+    with pytest.raises(ConfigError, match="unknown builtin 'nope'.*fig3"):
+        load_workload("builtin:nope")
+
+
+def test_cli_reports_bad_workload_without_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(broken(["cojobs", 0, "jobs", 0, "model_bytes"], -1)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", "order", "--workload", str(bad)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "cojobs[0].jobs[0].model_bytes: must be positive" in proc.stderr
