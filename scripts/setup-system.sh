@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Install the system packages the project needs, only those missing. Idempotent.
+#   python3-venv      the .venv
+#   iproute2          ip netns, tc (kernel tests, agent)
+#   nftables          nft and libnftables.so.1 (the agent's classifier and DSCP marking)
+#   iperf3, tcpdump   real TCP traffic and captures in kernel tests
 set -euo pipefail
 need=()
 command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+command -v ip >/dev/null || need+=(iproute2)
+command -v nft >/dev/null || need+=(nftables)
+command -v iperf3 >/dev/null || need+=(iperf3)
+command -v tcpdump >/dev/null || need+=(tcpdump)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
@@ -11,5 +19,6 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "setup: missing system packages: ${need[*]} (run as root or install them)" >&2
   exit 1
 fi
+echo "setup: installing ${need[*]}"
 apt-get update -q
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"

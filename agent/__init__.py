@@ -1,0 +1,1 @@
+"""Host agent: learns local cojobs, enforces per-flow priorities, serves the coordinator."""

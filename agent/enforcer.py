@@ -1,0 +1,138 @@
+"""Puts plans into the kernel of this host: qdisc once, nftables map elements per plan.
+
+``start`` reconciles whatever an earlier (killed) agent left: our qdisc is kept and
+repaired, our nftables table is replaced with an empty one in one transaction. ``apply``
+diffs the desired rules with the ones in force and commits the difference as one
+transaction. ``stop`` removes exactly what the agent installed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyroute2 import IPRoute
+
+from agent.kernel import nft_rules
+from agent.kernel.layout import BandLayout
+from agent.kernel.nft import Nft
+from agent.kernel.qdisc import Qdisc, QdiscSpec, probe_backend
+from agent.plan import Rule, RuleKey
+from pda.priorities import QueueConfig
+
+log = logging.getLogger("grouper.agent")
+
+
+class Enforcer:
+    def __init__(
+        self,
+        nic: str,
+        queues: QueueConfig,
+        link_mbps: float,
+        *,
+        backend: str = "auto",
+        control_ports: tuple[int, ...] = (),
+    ) -> None:
+        self.nic = nic
+        self.queues = queues
+        self.control_ports = control_ports
+        self.ipr = IPRoute()
+        self.nft = Nft()
+        self.backend = probe_backend(self.ipr) if backend == "auto" else backend
+        self.spec = QdiscSpec(
+            self.backend, queues.queues, queues.default_band, int(link_mbps * 1e6 / 8)
+        )
+        self.layout: BandLayout = self.spec.layout
+        self.qdisc = Qdisc(self.ipr, nic)
+        self.rules: dict[RuleKey, Rule] = {}
+
+    def start(self) -> list[str]:
+        changes = self.qdisc.ensure(self.spec)
+        stale = self.nft.table_exists(nft_rules.FAMILY, nft_rules.TABLE)
+        self._replace({})
+        changes.append("replaced stale nftables table" if stale else "installed nftables table")
+        for c in changes:
+            log.info("%s: %s", self.nic, c)
+        return changes
+
+    def _replace(self, rules: dict[RuleKey, Rule]) -> None:
+        self.nft.run(
+            nft_rules.render_table(self.nic, self.queues, self.layout, self.control_ports, rules)
+        )
+        self.rules = dict(rules)
+
+    def apply(self, rules: dict[RuleKey, Rule]) -> int:
+        """Commit the difference to ``rules`` in one transaction; returns #changed."""
+        changed = nft_rules.count_changes(self.rules, rules)
+        if changed:
+            self.nft.run(nft_rules.render_changes(self.rules, rules, self.layout))
+            self.rules = dict(rules)
+        return changed
+
+    def reconcile(self) -> bool:
+        """Repair drift (someone flushed or edited our table/qdisc). True if repaired."""
+        repaired = bool(self.qdisc.ensure(self.spec))
+        try:
+            actual = self.actual_rules()
+        except (KeyError, ValueError, RuntimeError):
+            actual = None
+        if actual != self.rules:
+            self._replace(self.rules)
+            repaired = True
+        if repaired:
+            log.warning("%s: kernel state drifted from the plan; repaired", self.nic)
+        return repaired
+
+    def actual_rules(self) -> dict[RuleKey, Rule]:
+        """The rules in the kernel, read back from ``nft -j``-style JSON."""
+        objs = self.nft.list_json(f"table {nft_rules.FAMILY} {nft_rules.TABLE}")
+        band: dict[RuleKey, int] = {}
+        dscp: dict[RuleKey, int] = {}
+        for o in objs:
+            m = o.get("map")
+            if not m:
+                continue
+            field, match = m["name"].split("_")
+            for key, value in _elements(m):
+                addr, port = key["concat"]
+                rk = (match, addr, int(port))
+                if field == "band":
+                    minor = int(str(value).split(":")[1], 16)
+                    b = self.layout.band_of_minor(minor)
+                    if b is None:
+                        raise ValueError(f"classid {value} is not one of our bands")
+                    band[rk] = b
+                else:
+                    dscp[rk] = int(value["goto"]["target"].split("_")[1])
+        if band.keys() != dscp.keys():
+            raise ValueError("band and dscp maps disagree")
+        return {k: Rule(band[k], dscp[k]) for k in band}
+
+    def counters(self) -> dict[int, dict]:
+        return self.qdisc.counters(self.layout)
+
+    def qdisc_handle(self) -> int | None:
+        root = self.qdisc.root()
+        return root[1] if root else None
+
+    def stop(self) -> None:
+        """Remove exactly what we installed: our table and our root qdisc."""
+        if self.nft.table_exists(nft_rules.FAMILY, nft_rules.TABLE):
+            self.nft.run(nft_rules.delete_table())
+            log.info("%s: removed nftables table %s", self.nic, nft_rules.TABLE)
+        if self.qdisc.remove():
+            log.info("%s: removed %s qdisc", self.nic, self.backend)
+        self.rules = {}
+
+    def close(self) -> None:
+        self.nft.close()
+        self.ipr.close()
+
+
+def _elements(m: dict[str, Any]) -> list[tuple[Any, Any]]:
+    out = []
+    for e in m.get("elem", []):
+        if isinstance(e, dict) and "elem" in e:  # elements with extra attributes
+            e = e["elem"]["val"]
+        out.append((e[0], e[1]))
+    return out

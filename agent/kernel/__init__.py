@@ -1,0 +1,1 @@
+"""Kernel backends: tc qdiscs through netlink (pyroute2), nftables through libnftables."""

@@ -1,0 +1,248 @@
+"""The per-cluster YAML config shared by the coordinator, the agents and the
+experiment tools. See ``docs/cluster.sample.yaml`` for a commented example.
+
+Unknown keys are rejected; every error is a :class:`ConfigError` naming the path of the
+bad field (``hosts[3].nic: required``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grouper import validate as v
+from grouper.errors import ConfigError
+from pda.admission import ContentionModel
+from pda.policies import POLICIES
+from pda.priorities import QueueConfig
+
+BACKENDS = ("auto", "prio", "htb")
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str
+    address: str  # data-plane IPv4 address
+    agent: str  # agent gRPC address host:port (or unix:PATH)
+    nic: str
+    link_mbps: float
+
+
+@dataclass(frozen=True)
+class SchedulingConfig:
+    policy: str = "grouper"
+    period: float = 1.0
+    event_driven: bool = True
+    min_gap: float = 0.1
+
+
+@dataclass(frozen=True)
+class FailureConfig:
+    agent_timeout: float = 5.0  # an agent silent this long is marked down
+    plan_ttl: float = 10.0  # an agent with no valid plan this long drops priorities
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    ca: str
+    cert: str
+    key: str
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    port: int = 7070
+    socket: str = "/run/grouper/agent.sock"
+    jobs_dir: str = "/run/grouper/jobs"
+    state_file: str = "/var/lib/grouper/agent-state.json"
+    backend: str = "auto"
+    metrics_port: int = 9101
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    cluster: str
+    hosts: tuple[HostConfig, ...]
+    queues: QueueConfig
+    scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
+    failure: FailureConfig = field(default_factory=FailureConfig)
+    agent: AgentSettings = field(default_factory=AgentSettings)
+    coordinator_listen: str = "0.0.0.0:7000"
+    coordinator_metrics: str = "0.0.0.0:9100"
+    tls: TlsConfig | None = None
+
+    def host(self, name: str) -> HostConfig:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise ConfigError("--host", f"no host {name!r} in cluster {self.cluster!r}")
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        return {h.name: h.address for h in self.hosts}
+
+    @property
+    def control_ports(self) -> tuple[int, ...]:
+        """TCP ports of control traffic (agent and coordinator gRPC), band 0."""
+        ports = {self.agent.port}
+        _, _, port = self.coordinator_listen.rpartition(":")
+        if port.isdigit():
+            ports.add(int(port))
+        return tuple(sorted(ports))
+
+
+def load_cluster_config(path: str | Path) -> ClusterConfig:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("config", f"no such file: {path}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError("config", f"not valid YAML: {exc}") from None
+    return parse_cluster_config(data)
+
+
+TOP = (
+    "cluster",
+    "hosts",
+    "queues",
+    "scheduling",
+    "admission",
+    "failure",
+    "tls",
+    "metrics",
+    "agent",
+    "coordinator",
+)
+
+
+def parse_cluster_config(data: Any) -> ClusterConfig:
+    top = v.mapping(data, "", TOP)
+    name = v.string(v.get(top, "cluster", ""), "cluster")
+    hosts = _hosts(v.get(top, "hosts", ""))
+    admission = _admission(top.get("admission", {}))
+    queues = _queues(top.get("queues", {}), admission)
+    sched = _scheduling(top.get("scheduling", {}))
+    failure = _failure(top.get("failure", {}))
+    agent = _agent(top.get("agent", {}))
+    coord = v.mapping(top.get("coordinator", {}), "coordinator", ("listen",))
+    listen = _address(coord.get("listen", "0.0.0.0:7000"), "coordinator.listen")
+    metrics = v.mapping(top.get("metrics", {}), "metrics", ("coordinator",))
+    coord_metrics = _address(metrics.get("coordinator", "0.0.0.0:9100"), "metrics.coordinator")
+    tls = None
+    if "tls" in top and top["tls"] is not None:
+        t = v.mapping(top["tls"], "tls", ("ca", "cert", "key"))
+        tls = TlsConfig(*(v.string(v.get(t, k, "tls"), f"tls.{k}") for k in ("ca", "cert", "key")))
+    return ClusterConfig(name, hosts, queues, sched, failure, agent, listen, coord_metrics, tls)
+
+
+def _address(value: Any, path: str) -> str:
+    text = v.string(value, path)
+    if text.startswith("unix:"):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(path, f"expected HOST:PORT or unix:PATH, got {text!r}")
+    return text
+
+
+def _hosts(raw: Any) -> tuple[HostConfig, ...]:
+    out: list[HostConfig] = []
+    names: set[str] = set()
+    addrs: set[str] = set()
+    for i, item in enumerate(v.sequence(raw, "hosts", min_len=1)):
+        path = f"hosts[{i}]"
+        m = v.mapping(item, path, ("name", "address", "agent", "nic", "link_mbps"))
+        name = v.string(v.get(m, "name", path), f"{path}.name")
+        if name in names:
+            raise ConfigError(f"{path}.name", f"duplicate host {name!r}")
+        address = v.string(v.get(m, "address", path), f"{path}.address")
+        try:
+            ipaddress.IPv4Address(address)
+        except ValueError:
+            raise ConfigError(
+                f"{path}.address", f"expected an IPv4 address, got {address!r}"
+            ) from None
+        if address in addrs:
+            raise ConfigError(f"{path}.address", f"duplicate address {address}")
+        agent = _address(v.get(m, "agent", path, f"{address}:7070"), f"{path}.agent")
+        nic = v.string(v.get(m, "nic", path), f"{path}.nic")
+        link = v.number(v.get(m, "link_mbps", path, 10000), f"{path}.link_mbps", positive=True)
+        names.add(name)
+        addrs.add(address)
+        out.append(HostConfig(name, address, agent, nic, link))
+    return tuple(out)
+
+
+def _admission(raw: Any) -> ContentionModel | None:
+    m = v.mapping(raw, "admission", ("enabled", "a", "b", "eta"))
+    enabled = m.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError("admission.enabled", f"expected true or false, got {enabled!r}")
+    d = ContentionModel()
+    a = v.number(m.get("a", d.a), "admission.a", minimum=0)
+    b = v.number(m.get("b", d.b), "admission.b", positive=True)
+    eta = v.number(m.get("eta", d.eta), "admission.eta", minimum=0)
+    return ContentionModel(a, b, eta) if enabled else None
+
+
+def _queues(raw: Any, admission: ContentionModel | None) -> QueueConfig:
+    m = v.mapping(raw, "queues", ("count", "reserved", "scavenger", "dscp"))
+    count = v.integer(m.get("count", 8), "queues.count", minimum=2)
+    reserved = tuple(
+        v.integer(x, f"queues.reserved[{i}]", minimum=0)
+        for i, x in enumerate(v.sequence(m.get("reserved", [0]), "queues.reserved"))
+    )
+    scav_raw = m.get("scavenger", -1)
+    scavenger = None if scav_raw is None else v.integer(scav_raw, "queues.scavenger", minimum=-1)
+    dscp = tuple(
+        v.integer(x, f"queues.dscp[{i}]", minimum=0)
+        for i, x in enumerate(v.sequence(m.get("dscp", []), "queues.dscp"))
+    )
+    try:
+        return QueueConfig(count, reserved, scavenger, dscp, admission)
+    except ConfigError as exc:
+        mapped = {"queues": "count"}.get(exc.path, exc.path)
+        raise ConfigError(f"queues.{mapped}", exc.problem) from None
+
+
+def _scheduling(raw: Any) -> SchedulingConfig:
+    m = v.mapping(raw, "scheduling", ("policy", "period", "event_driven", "min_gap"))
+    policy = v.choice(m.get("policy", "grouper"), "scheduling.policy", POLICIES)
+    period = v.number(m.get("period", 1.0), "scheduling.period", positive=True)
+    event = m.get("event_driven", True)
+    if not isinstance(event, bool):
+        raise ConfigError("scheduling.event_driven", f"expected true or false, got {event!r}")
+    gap = v.number(m.get("min_gap", 0.1), "scheduling.min_gap", minimum=0)
+    return SchedulingConfig(policy, period, event, gap)
+
+
+def _failure(raw: Any) -> FailureConfig:
+    m = v.mapping(raw, "failure", ("agent_timeout", "plan_ttl"))
+    return FailureConfig(
+        v.number(m.get("agent_timeout", 5.0), "failure.agent_timeout", positive=True),
+        v.number(m.get("plan_ttl", 10.0), "failure.plan_ttl", positive=True),
+    )
+
+
+def _agent(raw: Any) -> AgentSettings:
+    keys = ("port", "socket", "jobs_dir", "state_file", "backend", "metrics_port")
+    m = v.mapping(raw, "agent", keys)
+    d = AgentSettings()
+    port = v.integer(m.get("port", d.port), "agent.port", minimum=1)
+    mport = v.integer(m.get("metrics_port", d.metrics_port), "agent.metrics_port", minimum=0)
+    for p, val in (("agent.port", port), ("agent.metrics_port", mport)):
+        if val > 65535:
+            raise ConfigError(p, f"must be at most 65535, got {val}")
+    return AgentSettings(
+        port,
+        v.string(m.get("socket", d.socket), "agent.socket"),
+        v.string(m.get("jobs_dir", d.jobs_dir), "agent.jobs_dir"),
+        v.string(m.get("state_file", d.state_file), "agent.state_file"),
+        v.choice(m.get("backend", d.backend), "agent.backend", BACKENDS),
+        mport,
+    )
