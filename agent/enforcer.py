@@ -136,3 +136,38 @@ def _elements(m: dict[str, Any]) -> list[tuple[Any, Any]]:
             e = e["elem"]["val"]
         out.append((e[0], e[1]))
     return out
+
+
+class KernelThread:
+    """Runs an :class:`Enforcer` on one dedicated thread, with an async facade.
+
+    Netlink and libnftables calls block (briefly); running them on one worker thread
+    keeps the event loop free and serialises every kernel change.
+    """
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernel")
+        self.enforcer: Enforcer = self._pool.submit(Enforcer, *args, **kw).result()
+        self.backend = self.enforcer.backend
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        import asyncio
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def apply(self, rules: dict[RuleKey, Rule]) -> int:
+        return await self.call(self.enforcer.apply, rules)
+
+    async def counters(self) -> dict[int, dict]:
+        return await self.call(self.enforcer.counters)
+
+    def run_sync(self, fn: Any, *args: Any) -> Any:
+        return self._pool.submit(fn, *args).result()
+
+    def close(self) -> None:
+        try:
+            self.run_sync(self.enforcer.close)
+        finally:
+            self._pool.shutdown(wait=True)

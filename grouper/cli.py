@@ -33,6 +33,23 @@ def _cmd_bench_ratio(args: argparse.Namespace) -> int:
     return bench_ratio(args.instances, args.max_cojobs, args.max_stages, args.seed, args.json)
 
 
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from agent.daemon import run
+
+    return run(args)
+
+
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    from grouper.cluster_config import load_cluster_config
+
+    cfg = load_cluster_config(args.file)
+    print(
+        f"{args.file}: ok (cluster {cfg.cluster}, {len(cfg.hosts)} hosts, "
+        f"{cfg.queues.queues} queues, policy {cfg.scheduling.policy})"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -68,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lb.add_argument("--workload", required=True)
     lb.add_argument("--json", metavar="PATH")
+
+    ag = add("agent", _cmd_agent, "run the host agent (root)")
+    from agent.options import add_arguments
+
+    add_arguments(ag)
+    cc = add("check-config", _cmd_check_config, "validate a cluster config file")
+    cc.add_argument("file")
 
     bench = sub.add_parser("bench", help="benchmarks (print figures, assert nothing)")
     bsub = bench.add_subparsers(dest="what", required=True)

@@ -1,0 +1,147 @@
+"""``grouper agent``: one asyncio process per host.
+
+Serves the Registry on a Unix socket (mode 0660) for local jobs, the Agent API and the
+gRPC health service for the coordinator, tails the JSON-lines directory, drops
+priorities after ``plan_ttl`` without a plan, repairs kernel drift, and on SIGTERM or
+SIGINT removes exactly what it installed (in ``finally``, whatever happened).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from agent.core import AgentCore
+from agent.enforcer import KernelThread
+from agent.jsonl import JsonlTailer
+from agent.metrics import AgentMetrics
+from agent.registry import Registry
+from agent.service import AgentServicer, RegistryServicer
+from grouper.cluster_config import ClusterConfig, load_cluster_config
+from grouper.v1 import agent_pb2_grpc as pbg
+
+log = logging.getLogger("grouper.agent")
+RECONCILE_EVERY = 10.0
+POLL_EVERY = 0.2
+
+
+@dataclass
+class AgentOptions:
+    host: str
+    nic: str
+    listen: str  # host:port or unix:PATH
+    socket: str
+    jobs_dir: str
+    state_file: str
+    backend: str
+    metrics_port: int
+    link_mbps: float
+
+
+def options_from(cfg: ClusterConfig, args: argparse.Namespace) -> AgentOptions:
+    h = cfg.host(args.host)
+    return AgentOptions(
+        host=h.name,
+        nic=args.nic or h.nic,
+        listen=args.listen or f"0.0.0.0:{cfg.agent.port}",
+        socket=args.socket or cfg.agent.socket,
+        jobs_dir=args.jobs_dir or cfg.agent.jobs_dir,
+        state_file=args.state_file or cfg.agent.state_file,
+        backend=args.backend or cfg.agent.backend,
+        metrics_port=cfg.agent.metrics_port if args.metrics_port is None else args.metrics_port,
+        link_mbps=args.link_mbps or h.link_mbps,
+    )
+
+
+async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    metrics = AgentMetrics(opts.host)
+    registry = Registry(opts.state_file, known_hosts={h.name for h in cfg.hosts})
+    kernel = KernelThread(
+        opts.nic, cfg.queues, opts.link_mbps, backend=opts.backend, control_ports=cfg.control_ports
+    )
+    enforcer = kernel.enforcer
+    core = AgentCore(
+        opts.host, registry, kernel, cfg.queues, cfg.addresses, cfg.failure.plan_ttl, metrics
+    )
+    tailer = JsonlTailer(opts.jobs_dir, lambda ev: _raise_on_error(core, ev))
+    public = grpc.aio.server()
+    local = grpc.aio.server()
+    health_svc = health.aio.HealthServicer()
+    try:
+        await kernel.call(enforcer.start)
+        log.info(
+            "agent %s on %s: backend %s, %d queues, link %.0f Mbit/s",
+            opts.host,
+            opts.nic,
+            kernel.backend,
+            cfg.queues.queues,
+            opts.link_mbps,
+        )
+        pbg.add_AgentServicer_to_server(AgentServicer(core), public)
+        health_pb2_grpc.add_HealthServicer_to_server(health_svc, public)
+        public.add_insecure_port(opts.listen)
+        pbg.add_RegistryServicer_to_server(RegistryServicer(core), local)
+        sock = Path(opts.socket)
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        sock.unlink(missing_ok=True)
+        local.add_insecure_port(f"unix:{sock}")
+        await public.start()
+        await local.start()
+        os.chmod(sock, 0o660)
+        await health_svc.set("grouper.v1.Agent", health_pb2.HealthCheckResponse.SERVING)
+        await health_svc.set("", health_pb2.HealthCheckResponse.SERVING)
+        metrics.serve(opts.metrics_port)
+        log.info("serving coordinator API on %s, registry on unix:%s", opts.listen, sock)
+        since_reconcile = 0.0
+        while not stop.is_set():
+            tailer.poll()
+            await core.check_ttl()
+            since_reconcile += POLL_EVERY
+            if since_reconcile >= RECONCILE_EVERY:
+                since_reconcile = 0.0
+                await kernel.call(enforcer.reconcile)
+                await core.counters()
+            try:
+                await asyncio.wait_for(stop.wait(), POLL_EVERY)
+            except TimeoutError:
+                pass
+    finally:
+        log.info("shutting down: removing what this agent installed")
+        await health_svc.enter_graceful_shutdown()
+        await public.stop(grace=1.0)
+        await local.stop(grace=1.0)
+        try:
+            kernel.run_sync(enforcer.stop)
+        finally:
+            kernel.close()
+            Path(opts.socket).unlink(missing_ok=True)
+
+
+def _raise_on_error(core: AgentCore, event: object) -> None:
+    from grouper.errors import ConfigError
+
+    err = core.registry_call("event", event, source="jsonl")
+    if err:
+        path, _, problem = err.partition(": ")
+        raise ConfigError(path, problem)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    cfg = load_cluster_config(args.config)
+    asyncio.run(serve(cfg, options_from(cfg, args)))
+    return 0

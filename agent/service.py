@@ -1,0 +1,171 @@
+"""gRPC servicers: the local Registry (Unix socket) and the Agent API (coordinator)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from agent.core import AgentCore
+from agent.registry import JobEntry
+from grouper.v1 import agent_pb2 as pb
+from grouper.v1 import agent_pb2_grpc as pbg
+
+
+def registration_dict(m: pb.JobRegistration) -> dict[str, Any]:
+    return {
+        "cojob_id": m.cojob_id,
+        "job_id": m.job_id,
+        "arch": m.arch,
+        "stage_iterations": list(m.stage_iterations),
+        "model_bytes": m.model_bytes,
+        "flows": [
+            {
+                "src_host": f.src_host,
+                "dst_host": f.dst_host,
+                "dst_port": f.dst_port,
+                "src_port": f.src_port,
+                "bytes_per_iteration": f.bytes_per_iteration,
+            }
+            for f in m.flows
+        ],
+        "compute_time": m.compute_time,
+        "arrival": m.arrival,
+    }
+
+
+def registration_msg(job: JobEntry) -> pb.JobRegistration:
+    return pb.JobRegistration(
+        cojob_id=job.cojob_id,
+        job_id=job.job_id,
+        arch=job.arch,
+        stage_iterations=job.stage_iterations,
+        model_bytes=job.model_bytes,
+        flows=[
+            pb.FlowSpec(
+                src_host=f.src_host,
+                dst_host=f.dst_host,
+                dst_port=f.dst_port,
+                src_port=f.src_port,
+                bytes_per_iteration=f.bytes_per_iteration,
+            )
+            for f in job.flows
+        ],
+        compute_time=job.compute_time,
+        arrival=job.arrival,
+    )
+
+
+def plan_dict(m: pb.Plan) -> dict[str, Any]:
+    return {
+        "version": m.version,
+        "host": m.host,
+        "flows": [{"flow_id": f.flow_id, "band": f.band, "dscp": f.dscp} for f in m.flows],
+    }
+
+
+def _ack(error: str) -> pb.Ack:
+    return pb.Ack(ok=not error, error=error)
+
+
+class RegistryServicer(pbg.RegistryServicer):
+    def __init__(self, core: AgentCore) -> None:
+        self.core = core
+
+    async def RegisterJob(self, request: pb.JobRegistration, context: Any) -> pb.Ack:
+        return _ack(self.core.registry_call("register", registration_dict(request)))
+
+    async def ReportProgress(self, request: pb.ProgressReport, context: Any) -> pb.Ack:
+        return _ack(
+            self.core.registry_call(
+                "progress",
+                {
+                    "cojob_id": request.cojob_id,
+                    "job_id": request.job_id,
+                    "iterations_done": request.iterations_done,
+                },
+            )
+        )
+
+    async def StageFinished(self, request: pb.StageFinishedReport, context: Any) -> pb.Ack:
+        return _ack(
+            self.core.registry_call(
+                "stage_finished",
+                {"cojob_id": request.cojob_id, "job_id": request.job_id, "stage": request.stage},
+            )
+        )
+
+    async def JobFinished(self, request: pb.JobFinishedReport, context: Any) -> pb.Ack:
+        return _ack(
+            self.core.registry_call(
+                "job_finished", {"cojob_id": request.cojob_id, "job_id": request.job_id}
+            )
+        )
+
+
+async def host_report(core: AgentCore) -> pb.HostReport:
+    jobs = [
+        pb.JobState(
+            job=registration_msg(j),
+            iterations_done=j.iterations_done,
+            stages_finished=j.stages_finished,
+            finished=j.finished,
+        )
+        for j in core.registry.jobs.values()
+    ]
+    bands = [
+        pb.BandCounter(band=b, bytes=c["bytes"], packets=c["packets"], drops=c["drops"])
+        for b, c in sorted((await core.counters()).items())
+    ]
+    return pb.HostReport(
+        host=core.host,
+        jobs=jobs,
+        bands=bands,
+        plan_version=core.version,
+        backend=core.kernel.backend,
+        priorities_active=core.priorities_active,
+    )
+
+
+class AgentServicer(pbg.AgentServicer):
+    def __init__(self, core: AgentCore, authorize: Any = None) -> None:
+        self.core = core
+        self.authorize = authorize  # optional callable(context) -> error string
+
+    async def _check(self, context: grpc.aio.ServicerContext) -> None:
+        if self.authorize is not None:
+            err = self.authorize(context)
+            if err:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, err)
+
+    async def Collect(self, request: pb.CollectRequest, context: Any) -> pb.HostReport:
+        await self._check(context)
+        return await host_report(self.core)
+
+    async def ApplyPlan(self, request: pb.Plan, context: Any) -> pb.ApplyResult:
+        await self._check(context)
+        ok, error, changed = await self.core.apply_plan(plan_dict(request))
+        return pb.ApplyResult(applied=ok, version=self.core.version, error=error, changed=changed)
+
+    async def WatchEvents(
+        self, request: pb.WatchRequest, context: Any
+    ) -> AsyncIterator[pb.StageEvent]:
+        await self._check(context)
+        q = self.core.hub.subscribe()
+        try:
+            while True:
+                e = await q.get()
+                yield pb.StageEvent(
+                    host=self.core.host,
+                    cojob_id=e.cojob_id,
+                    job_id=e.job_id,
+                    stage=e.stage,
+                    kind=pb.StageEvent.Kind.Value(e.kind),
+                    time=e.time,
+                )
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.core.hub.unsubscribe(q)

@@ -1,0 +1,330 @@
+"""The agent in a real namespace: priorities, DSCP on the wire, cleanup, refusals, TTL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+import pytest
+from scapy.all import IP, TCP, rdpcap
+
+from grouper.v1 import agent_pb2 as pb
+from grouper.v1 import agent_pb2_grpc as pbg
+from tests.netns import AgentProc, cluster_yaml, nft_map, nft_tables, tc_json
+
+TABLE = [56, 48, 40, 32, 24, 16, 8, 0]
+
+
+@pytest.fixture
+def agent_env(pair, tmp_path):
+    def make(plan_ttl: float = 30.0, link_mbps: float = 30.0) -> AgentProc:
+        cfg = cluster_yaml(
+            tmp_path / "cluster.yaml",
+            [
+                ("a", pair.addr_a, pair.nic_a, link_mbps),
+                ("b", pair.addr_b, pair.nic_b, link_mbps),
+            ],
+            plan_ttl=plan_ttl,
+        )
+        return AgentProc(pair, pair.a, "a", cfg, tmp_path)
+
+    agents: list[AgentProc] = []
+
+    def factory(**kw) -> AgentProc:
+        agents.append(make(**kw))
+        return agents[-1]
+
+    yield factory
+    for a in agents:
+        if a.proc and a.proc.poll() is None:
+            a.stop()
+
+
+def register(agent: AgentProc, cojob: str, ports: list[int], dst: str = "b") -> None:
+    with grpc.insecure_channel(f"unix:{agent.registry}") as ch:
+        ack = pbg.RegistryStub(ch).RegisterJob(
+            pb.JobRegistration(
+                cojob_id=cojob,
+                job_id="j1",
+                arch="flows",
+                stage_iterations=[10, 20],
+                flows=[
+                    pb.FlowSpec(src_host="a", dst_host=dst, dst_port=p, bytes_per_iteration=1e6)
+                    for p in ports
+                ],
+            ),
+            timeout=5,
+        )
+    assert ack.ok, ack.error
+
+
+def apply(agent: AgentProc, version: int, flows: list[tuple[str, int, int]]) -> pb.ApplyResult:
+    with grpc.insecure_channel(f"unix:{agent.api}") as ch:
+        return pbg.AgentStub(ch).ApplyPlan(
+            pb.Plan(
+                version=version,
+                host="a",
+                flows=[pb.FlowPriority(flow_id=f, band=b, dscp=d) for f, b, d in flows],
+            ),
+            timeout=5,
+        )
+
+
+def collect(agent: AgentProc) -> pb.HostReport:
+    with grpc.insecure_channel(f"unix:{agent.api}") as ch:
+        return pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=5)
+
+
+def root_qdisc(ns: str, dev: str) -> dict:
+    return next(q for q in tc_json(ns, "qdisc", "show", "dev", dev) if q.get("root"))
+
+
+def receiver_rates(server_json: str) -> list[tuple[float, float, float]]:
+    data = json.loads(server_json)
+    return [(i["sum"]["start"], i["sum"]["end"], i["sum"]["bytes"]) for i in data["intervals"]]
+
+
+def test_bands_split_bottleneck_and_swap_within_a_second(pair, agent_env):
+    agent = agent_env().start()
+    register(agent, "c1", [5201])
+    register(agent, "c2", [5202])
+    f1, f2 = "c1/j1/b:5201", "c2/j1/b:5202"
+    assert apply(agent, 1, [(f1, 1, 48), (f2, 2, 40)]).applied
+    handle_before = root_qdisc(pair.a, pair.nic_a)["handle"]
+    servers = [
+        pair.popen(
+            pair.b, "iperf3", "-s", "-1", "-J", "-p", str(p), stdout=subprocess.PIPE, text=True
+        )
+        for p in (5201, 5202)
+    ]
+    time.sleep(0.7)
+    duration, swap_at = 8.0, 3.5
+    clients = [
+        pair.popen(
+            pair.a,
+            "iperf3",
+            "-c",
+            pair.addr_b,
+            "-p",
+            str(p),
+            "-t",
+            str(duration),
+            "-i",
+            "0.5",
+            stdout=subprocess.DEVNULL,
+        )
+        for p in (5201, 5202)
+    ]
+    t0 = time.monotonic()
+    time.sleep(swap_at)
+    res = apply(agent, 2, [(f1, 2, 40), (f2, 1, 48)])
+    swapped = time.monotonic() - t0
+    assert res.applied, res.error
+    for c in clients:
+        c.wait(timeout=30)
+    r1, r2 = (receiver_rates(s.communicate(timeout=30)[0]) for s in servers)
+
+    def share(lo: float, hi: float) -> tuple[float, float]:
+        b1 = sum(b for s, e, b in r1 if s >= lo and e <= hi)
+        b2 = sum(b for s, e, b in r2 if s >= lo and e <= hi)
+        return b1 / (b1 + b2), (b1 + b2) * 8 / (hi - lo) / 1e6
+
+    before, mbps = share(1.0, swapped - 0.1)
+    after, _ = share(swapped + 1.0, duration)
+    assert before >= 0.9, f"band 1 flow got {before:.1%} before the swap"
+    assert 1 - after >= 0.9, f"band 1 flow got {1 - after:.1%} from 1 s after the swap"
+    assert 20 <= mbps <= 32, f"bottleneck carried {mbps:.1f} Mbit/s"
+    assert root_qdisc(pair.a, pair.nic_a)["handle"] == handle_before
+
+
+def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path):
+    agent = agent_env().start()
+    ports = list(range(6001, 6008))  # data bands 1..6 and the scavenger band 7
+    register(agent, "c1", ports)
+    plan = [(f"c1/j1/b:{p}", band, TABLE[band]) for band, p in enumerate(ports, start=1)]
+    assert apply(agent, 1, plan).applied
+    sink = pair.popen(
+        pair.b,
+        sys.executable,
+        "tests/tcp_tool.py",
+        "sink",
+        *map(str, ports),
+        "7070",
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert sink.stdout.readline().strip() == "ready"
+    pcap = tmp_path / "rx.pcap"
+    dump = pair.popen(
+        pair.b,
+        "tcpdump",
+        "--immediate-mode",
+        "-Z",
+        "root",
+        "-i",
+        pair.nic_b,
+        "-U",
+        "-w",
+        str(pcap),
+        "tcp",
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(1.0)
+    for p in [*ports, 7070]:  # 7070 is the agent port: control traffic, band 0
+        pair.run(pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, str(p), "20000")
+    time.sleep(0.5)
+    dump.send_signal(signal.SIGINT)
+    dump.wait(timeout=10)
+    seen: dict[int, set[int]] = {}
+    for pkt in rdpcap(str(pcap)):
+        if IP in pkt and TCP in pkt and pkt[IP].dst == pair.addr_b:
+            seen.setdefault(pkt[TCP].dport, set()).add(pkt[IP].tos >> 2)
+    expected = {p: {TABLE[band]} for band, p in enumerate(ports, start=1)} | {7070: {TABLE[0]}}
+    assert seen == expected
+    assert len({d for s in seen.values() for d in s}) == 8
+
+
+def test_sigterm_removes_everything_and_restart_reconciles_stale_state(pair, agent_env):
+    before_qdisc = root_qdisc(pair.a, pair.nic_a)["kind"]
+    agent = agent_env().start()
+    register(agent, "c1", [5201])
+    assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
+    assert root_qdisc(pair.a, pair.nic_a)["handle"] == "4752:"
+    handle = root_qdisc(pair.a, pair.nic_a)["handle"]
+    # killed agent: rules stay behind
+    agent.stop(signal.SIGKILL)
+    assert nft_map(pair.a, "band_dport") == {(pair.addr_b, 5201): "4752:11"}
+    # a new agent reconciles: same qdisc, our table replaced with an empty one; the
+    # registry survived the restart through its state file
+    agent.start()
+    assert root_qdisc(pair.a, pair.nic_a)["handle"] == handle
+    assert nft_map(pair.a, "band_dport") == {}
+    assert [j.job.cojob_id for j in collect(agent).jobs] == ["c1"]
+    assert apply(agent, 1, [("c1/j1/b:5201", 2, 40)]).applied
+    assert agent.stop() == 0
+    assert root_qdisc(pair.a, pair.nic_a)["kind"] == before_qdisc
+    assert not any(
+        q.get("handle", "").startswith("4752")
+        for q in tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a)
+    )
+    assert nft_tables(pair.a) == []
+
+
+def test_bad_plans_are_refused_and_the_previous_plan_stays(pair, agent_env):
+    agent = agent_env().start()
+    register(agent, "c1", [5201, 5202])
+    good = [("c1/j1/b:5201", 1, 48), ("c1/j1/b:5202", 2, 40)]
+    assert apply(agent, 5, good).applied
+    in_force = nft_map(pair.a, "band_dport")
+    cases = [
+        (5, good, "plan.version: stale"),
+        (6, [("c1/j1/b:9999", 1, 48)], "plan.flows[0].flow_id: unknown flow"),
+        (6, [("c1/j1/b:5201", 8, 48)], "plan.flows[0].band: 8 out of range 0..7"),
+        (6, [("c1/j1/b:5201", 1, 47)], "plan.flows[0].dscp: 47 is not in the DSCP table"),
+    ]
+    for version, flows, message in cases:
+        res = apply(agent, version, flows)
+        assert not res.applied and res.error.startswith(message), res.error
+        assert res.version == 5
+        assert nft_map(pair.a, "band_dport") == in_force
+
+
+def test_registry_errors_name_the_field(pair, agent_env):
+    agent = agent_env().start()
+    with grpc.insecure_channel(f"unix:{agent.registry}") as ch:
+        stub = pbg.RegistryStub(ch)
+        ack = stub.RegisterJob(
+            pb.JobRegistration(
+                cojob_id="c",
+                job_id="j",
+                arch="flows",
+                stage_iterations=[1],
+                flows=[pb.FlowSpec(src_host="a", dst_host="zz", dst_port=1, bytes_per_iteration=1)],
+            )
+        )
+        assert not ack.ok and ack.error == "flows[0].dst_host: unknown host 'zz'"
+        ack = stub.ReportProgress(pb.ProgressReport(cojob_id="c", job_id="nope"))
+        assert not ack.ok and ack.error.startswith("job_id: job c/nope is not registered")
+    assert agent.proc.poll() is None
+
+
+def test_priorities_dropped_after_plan_ttl(pair, agent_env):
+    agent = agent_env(plan_ttl=1.5).start()
+    register(agent, "c1", [5201])
+    assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
+    assert collect(agent).priorities_active
+    assert nft_map(pair.a, "band_dport")
+    time.sleep(2.5)
+    assert nft_map(pair.a, "band_dport") == {}
+    assert nft_map(pair.a, "dscp_dport") == {}
+    assert not collect(agent).priorities_active
+    # the coordinator comes back: the next plan is applied
+    assert apply(agent, 2, [("c1/j1/b:5201", 1, 48)]).applied
+    assert nft_map(pair.a, "band_dport")
+
+
+def test_jsonl_events_register_jobs_and_bad_lines_are_skipped(pair, agent_env):
+    agent = agent_env()
+    agent.jobs_dir.mkdir(parents=True, exist_ok=True)
+    good = {
+        "event": "register",
+        "cojob_id": "c9",
+        "job_id": "j",
+        "arch": "flows",
+        "stage_iterations": [5],
+        "flows": [{"src_host": "a", "dst_host": "b", "dst_port": 7001, "bytes_per_iteration": 10}],
+    }
+    (agent.jobs_dir / "job.jsonl").write_text(
+        "not json\n"
+        + json.dumps({"event": "register", "cojob_id": "c8"})
+        + "\n"
+        + json.dumps(good)
+        + "\n"
+        + json.dumps({"event": "progress", "cojob_id": "c9", "job_id": "j", "iterations_done": 5})
+        + "\n"
+    )
+    agent.start()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        jobs = collect(agent).jobs
+        if jobs and jobs[0].iterations_done == 5:
+            break
+        time.sleep(0.1)
+    assert [(j.job.cojob_id, j.iterations_done, j.stages_finished) for j in jobs] == [("c9", 5, 1)]
+    log = agent.log.read_text()
+    assert "job.jsonl:1: not JSON" in log
+    assert "job.jsonl:2: job_id: required" in log
+
+
+def test_stage_events_stream_to_watchers(pair, agent_env):
+    agent = agent_env().start()
+    got: list[tuple[str, int]] = []
+
+    def watch() -> None:
+        with grpc.insecure_channel(f"unix:{agent.api}") as ch:
+            try:
+                for ev in pbg.AgentStub(ch).WatchEvents(pb.WatchRequest(), timeout=4):
+                    got.append((pb.StageEvent.Kind.Name(ev.kind), ev.stage))
+            except grpc.RpcError:
+                pass
+
+    t = threading.Thread(target=watch)
+    t.start()
+    time.sleep(0.5)
+    register(agent, "c1", [5201])
+    with grpc.insecure_channel(f"unix:{agent.registry}") as ch:
+        pbg.RegistryStub(ch).ReportProgress(
+            pb.ProgressReport(cojob_id="c1", job_id="j1", iterations_done=10)
+        )
+    t.join()
+    assert got == [
+        ("REGISTERED", 0),
+        ("STAGE_STARTED", 1),
+        ("STAGE_FINISHED", 1),
+        ("STAGE_STARTED", 2),
+    ]

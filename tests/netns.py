@@ -1,0 +1,202 @@
+"""Test hosts in network namespaces, and the agent as a real process inside one.
+
+Every namespace gets a unique name and is deleted in ``close`` (fixtures call it in a
+finalizer, so a failing test cleans up too). Processes are ended by the pid we started.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import yaml
+
+_counter = itertools.count()
+ROOT = Path(__file__).resolve().parent.parent
+GROUPER = [sys.executable, "-m", "grouper.cli"]
+
+
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True)
+
+
+class NetPair:
+    """Two namespaces ``a`` and ``b`` joined by a veth pair 10.77.N.1 <-> 10.77.N.2."""
+
+    def __init__(self) -> None:
+        n = next(_counter)
+        tag = f"{os.getpid() % 100000}x{n}"
+        self.a, self.b = f"gk{tag}a", f"gk{tag}b"
+        self.addr_a, self.addr_b = f"10.77.{n % 250}.1", f"10.77.{n % 250}.2"
+        self.nic_a, self.nic_b = "gva", "gvb"
+        self.procs: list[subprocess.Popen] = []
+        sh("ip", "netns", "add", self.a)
+        try:
+            sh("ip", "netns", "add", self.b)
+            sh(
+                "ip",
+                "link",
+                "add",
+                self.nic_a,
+                "netns",
+                self.a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                self.nic_b,
+                "netns",
+                self.b,
+            )
+            for ns, nic, addr in (
+                (self.a, self.nic_a, self.addr_a),
+                (self.b, self.nic_b, self.addr_b),
+            ):
+                sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", nic)
+                sh("ip", "-n", ns, "link", "set", nic, "up")
+                sh("ip", "-n", ns, "link", "set", "lo", "up")
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self, ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return sh("ip", "netns", "exec", ns, *args, check=check)
+
+    def popen(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
+        p = subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
+        self.procs.append(p)
+        return p
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+        for ns in (self.a, self.b):
+            sh("ip", "netns", "del", ns, check=False)
+
+
+def tc_json(ns: str, *what: str) -> list[dict]:
+    out = sh("ip", "netns", "exec", ns, "tc", "-j", *what).stdout
+    return json.loads(out) if out.strip() else []
+
+
+def nft_json(ns: str) -> list[dict]:
+    out = sh("ip", "netns", "exec", ns, "nft", "-j", "list", "ruleset").stdout
+    return json.loads(out)["nftables"] if out.strip() else []
+
+
+def nft_tables(ns: str) -> list[str]:
+    return [o["table"]["name"] for o in nft_json(ns) if "table" in o]
+
+
+def nft_map(ns: str, name: str) -> dict[tuple[str, int], object]:
+    """Elements of one of our maps, read with the independent ``nft -j`` tool."""
+    out = {}
+    for o in nft_json(ns):
+        m = o.get("map")
+        if m and m["name"] == name:
+            for key, value in m.get("elem", []):
+                addr, port = key["concat"]
+                out[(addr, int(port))] = value
+    return out
+
+
+def cluster_yaml(
+    path: Path,
+    hosts: list[tuple[str, str, str, float]],
+    *,
+    plan_ttl: float = 30.0,
+    queues: int = 8,
+    agent_port: int = 7070,
+) -> Path:
+    data = {
+        "cluster": "test",
+        "hosts": [
+            {
+                "name": n,
+                "address": a,
+                "nic": nic,
+                "link_mbps": mbps,
+                "agent": f"unix:{path.parent}/{n}-agent.sock",
+            }
+            for n, a, nic, mbps in hosts
+        ],
+        "queues": {"count": queues},
+        "failure": {"plan_ttl": plan_ttl, "agent_timeout": 2.0},
+        "agent": {"port": agent_port, "metrics_port": 0, "backend": "auto"},
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class AgentProc:
+    """``grouper agent`` running inside a namespace, reachable over Unix sockets."""
+
+    def __init__(self, pair: NetPair, ns: str, host: str, config: Path, workdir: Path) -> None:
+        self.pair, self.ns, self.host = pair, ns, host
+        self.api = workdir / f"{host}-agent.sock"
+        self.registry = workdir / f"{host}-registry.sock"
+        self.jobs_dir = workdir / f"{host}-jobs"
+        self.state = workdir / f"{host}-state.json"
+        self.log = workdir / f"{host}-agent.log"
+        self.config = config
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 15.0) -> AgentProc:
+        logf = self.log.open("a")
+        self.proc = self.pair.popen(
+            self.ns,
+            *GROUPER,
+            "agent",
+            "--config",
+            str(self.config),
+            "--host",
+            self.host,
+            "--listen",
+            f"unix:{self.api}",
+            "--socket",
+            str(self.registry),
+            "--jobs-dir",
+            str(self.jobs_dir),
+            "--state-file",
+            str(self.state),
+            "--metrics-port",
+            "0",
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"agent exited: {self.log.read_text()[-2000:]}")
+            try:
+                with grpc.insecure_channel(f"unix:{self.api}") as ch:
+                    r = health_pb2_grpc.HealthStub(ch).Check(
+                        health_pb2.HealthCheckRequest(service=""), timeout=1
+                    )
+                    if (
+                        r.status == health_pb2.HealthCheckResponse.SERVING
+                        and self.registry.exists()
+                    ):
+                        return self
+            except grpc.RpcError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"agent did not come up: {self.log.read_text()[-2000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        """Signal the process we started (``ip netns exec`` execs, so it is the agent)."""
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
