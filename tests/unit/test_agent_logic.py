@@ -1,0 +1,203 @@
+"""Agent planning logic without root: registry, plans, nft rendering, JSON-lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.jsonl import JsonlTailer
+from agent.kernel.layout import BandLayout
+from agent.kernel.nft_rules import count_changes, render_changes, render_table
+from agent.plan import Rule, desired_rules
+from agent.registry import Registry
+from grouper.errors import ConfigError
+from pda.priorities import QueueConfig
+
+ADDR = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
+
+
+def job(cojob="c1", job_id="j1", ports=(5001,), **kw):
+    d = {
+        "cojob_id": cojob,
+        "job_id": job_id,
+        "arch": "flows",
+        "stage_iterations": [10, 20],
+        "flows": [
+            {"src_host": "a", "dst_host": "b", "dst_port": p, "bytes_per_iteration": 100.0}
+            for p in ports
+        ],
+    }
+    d.update(kw)
+    return d
+
+
+def test_registration_progress_and_stage_events(tmp_path):
+    reg = Registry(tmp_path / "state.json", known_hosts=set(ADDR))
+    kinds = [e.kind for e in reg.register(job())]
+    assert kinds == ["REGISTERED", "STAGE_STARTED"]
+    assert reg.register(job()) == []  # idempotent
+    ev = reg.progress({"cojob_id": "c1", "job_id": "j1", "iterations_done": 12})
+    assert [(e.kind, e.stage) for e in ev] == [("STAGE_FINISHED", 1), ("STAGE_STARTED", 2)]
+    assert reg.progress({"cojob_id": "c1", "job_id": "j1", "iterations_done": 5}) == []
+    assert list(reg.local_flows("a")) == ["c1/j1/b:5001"]
+    # persisted atomically and reloaded
+    again = Registry(tmp_path / "state.json")
+    assert again.jobs[("c1", "j1")].iterations_done == 12
+    reg.job_finished({"cojob_id": "c1", "job_id": "j1"})
+    assert reg.local_flows("a") == {}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"arch": "mesh"}, "^arch: must be one of ps, ring, flows"),
+        ({"stage_iterations": []}, "^stage_iterations: needs at least 1"),
+        ({"stage_iterations": [5, -1]}, r"^stage_iterations\[1\]: must be at least 1"),
+        (
+            {
+                "flows": [
+                    {"src_host": "a", "dst_host": "b", "dst_port": 70000, "bytes_per_iteration": 1}
+                ]
+            },
+            r"^flows\[0\]\.dst_port: must be between",
+        ),
+        (
+            {"flows": [{"src_host": "a", "dst_host": "b", "bytes_per_iteration": 1}]},
+            r"^flows\[0\]\.dst_port: required \(or give src_port\)",
+        ),
+        (
+            {
+                "flows": [
+                    {"src_host": "a", "dst_host": "q", "dst_port": 1, "bytes_per_iteration": 1}
+                ]
+            },
+            r"^flows\[0\]\.dst_host: unknown host 'q'",
+        ),
+        (
+            {
+                "flows": [
+                    {"src_host": "a", "dst_host": "b", "dst_port": 1, "bytes_per_iteration": -3}
+                ]
+            },
+            r"^flows\[0\]\.bytes_per_iteration: must be",
+        ),
+        ({"cojob_id": "a/b"}, "^cojob_id: must not contain"),
+        ({"colour": "red"}, "^colour: unknown key"),
+        ({"arch": "ps", "model_bytes": 0}, "^model_bytes: must be positive for arch 'ps'"),
+    ],
+)
+def test_registration_errors_name_the_field(change, message):
+    reg = Registry(known_hosts=set(ADDR))
+    with pytest.raises(ConfigError, match=message):
+        reg.register(job(**change))
+    assert reg.jobs == {}
+
+
+def test_conflicting_reregistration_is_refused():
+    reg = Registry()
+    reg.register(job())
+    with pytest.raises(ConfigError, match="already registered with a different spec"):
+        reg.register(job(ports=(6000,)))
+
+
+def plan(version, flows, host="a"):
+    return {
+        "version": version,
+        "host": host,
+        "flows": [{"flow_id": f, "band": b, "dscp": d} for f, b, d in flows],
+    }
+
+
+def flows_of(*jobs):
+    reg = Registry()
+    for j in jobs:
+        reg.register(j)
+    return reg.local_flows("a")
+
+
+def test_plan_to_rules_and_conflicting_keys_take_the_higher_priority():
+    flows = flows_of(job(), job(cojob="c2", ports=(5001, 5002)))
+    version, rules = desired_rules(
+        plan(3, [("c1/j1/b:5001", 3, 32), ("c2/j1/b:5001", 1, 48), ("c2/j1/b:5002", 2, 40)]),
+        host="a",
+        in_force=2,
+        flows=flows,
+        addresses=ADDR,
+        queues=QueueConfig(),
+    )
+    assert version == 3
+    assert rules == {
+        ("dport", "10.0.0.2", 5001): Rule(1, 48),
+        ("dport", "10.0.0.2", 5002): Rule(2, 40),
+    }
+
+
+@pytest.mark.parametrize(
+    ("p", "message"),
+    [
+        (plan(2, []), "^plan.version: stale: 2 is not newer than 2"),
+        (plan(3, [], host="b"), "^plan.host: plan is for 'b', this agent is 'a'"),
+        (plan(3, [("c1/j1/b:9", 1, 48)]), r"^plan.flows\[0\].flow_id: unknown flow"),
+        (plan(3, [("c1/j1/b:5001", 1, 48)] * 2), r"^plan.flows\[1\].flow_id: .* appears twice"),
+        (plan(3, [("c1/j1/b:5001", 8, 48)]), r"^plan.flows\[0\].band: 8 out of range 0..7"),
+        (plan(3, [("c1/j1/b:5001", 1, 99)]), r"^plan.flows\[0\].dscp: 99 is not in the DSCP"),
+        ({"version": "x", "host": "a"}, "^plan.version: expected an integer"),
+        ({"version": 3, "host": "a", "extra": 1}, "^plan.extra: unknown key"),
+    ],
+)
+def test_malformed_plans_are_refused_with_the_field(p, message):
+    with pytest.raises(ConfigError, match=message):
+        desired_rules(
+            p, host="a", in_force=2, flows=flows_of(job()), addresses=ADDR, queues=QueueConfig()
+        )
+
+
+def test_nft_table_and_incremental_changes():
+    layout = BandLayout("htb", 8)
+    old = {("dport", "10.0.0.2", 5001): Rule(1, 48), ("sport", "10.0.0.3", 7000): Rule(2, 40)}
+    new = {("dport", "10.0.0.2", 5001): Rule(2, 48), ("dport", "10.0.0.2", 5002): Rule(1, 40)}
+    text = render_table("eth0", QueueConfig(), layout, (7070,), old)
+    assert "delete table inet grouper" in text
+    assert 'oifname "eth0" meta nfproto ipv4 jump classify' in text
+    assert "tcp dport { 7070 } meta priority set 4752:10 ip dscp set 56 return" in text
+    assert "add element inet grouper band_dport { 10.0.0.2 . 5001 : 4752:11 }" in text
+    diff = render_changes(old, new, layout)
+    assert diff.splitlines() == [
+        "delete element inet grouper band_dport { 10.0.0.2 . 5001 }",
+        "add element inet grouper band_dport"
+        " { 10.0.0.2 . 5001 : 4752:12, 10.0.0.2 . 5002 : 4752:11 }",
+        "delete element inet grouper band_sport { 10.0.0.3 . 7000 }",
+        "add element inet grouper dscp_dport { 10.0.0.2 . 5002 : goto dscp_40 }",
+        "delete element inet grouper dscp_sport { 10.0.0.3 . 7000 }",
+    ]
+    assert count_changes(old, new) == 3
+    assert render_changes(new, new, layout) == ""
+
+
+def test_band_layouts():
+    assert BandLayout("prio", 8).classid_text(0) == "4752:1"
+    assert BandLayout("htb", 8).classid_text(7) == "4752:17"
+    assert BandLayout("htb", 8).band_of_minor(0x13) == 3
+    assert BandLayout("prio", 8).band_of_minor(9) is None
+
+
+def test_jsonl_tailer_applies_complete_lines_once_and_reports_bad_ones(tmp_path):
+    seen = []
+
+    def handle(ev):
+        if ev.get("bad"):
+            raise ConfigError("bad", "refused")
+        seen.append(ev["n"])
+
+    t = JsonlTailer(tmp_path, handle)
+    f = tmp_path / "j.jsonl"
+    f.write_text('{"n": 1}\n{"bad": true}\nnot json\n{"n": 2')
+    assert t.poll() == 1
+    with f.open("a") as fh:
+        fh.write('}\n{"n": 3}\n')
+    assert t.poll() == 2
+    assert t.poll() == 0
+    assert seen == [1, 2, 3]
+    assert t.errors == ["j.jsonl:2: bad: refused", "j.jsonl:3: not JSON: Expecting value"]
+    json.dumps(t.errors)

@@ -1,0 +1,137 @@
+"""Cluster config: path-qualified errors, unknown keys, the sample file, fuzzing."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grouper.cluster_config import load_cluster_config, parse_cluster_config
+from grouper.errors import ConfigError
+
+SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "cluster.sample.yaml"
+
+
+def sample():
+    return yaml.safe_load(SAMPLE.read_text())
+
+
+def test_sample_config_loads():
+    cfg = load_cluster_config(SAMPLE)
+    assert [h.name for h in cfg.hosts] == ["gpu01", "gpu02"]
+    assert cfg.queues.data_bands == (1, 2, 3, 4, 5, 6)
+    assert cfg.control_ports == (7000, 7070)
+
+
+def mutate(path, value):
+    data = sample()
+    node = data
+    for k in path[:-1]:
+        node = node[k]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (["hosts", 1, "nic"], KeyError, r"^hosts\[1\]\.nic: required$"),
+        (["hosts", 0, "address"], "10.0.1", r"^hosts\[0\]\.address: expected an IPv4 address"),
+        (["hosts", 1, "name"], "gpu01", r"^hosts\[1\]\.name: duplicate host 'gpu01'"),
+        (["hosts", 0, "link_mbps"], 0, r"^hosts\[0\]\.link_mbps: must be positive"),
+        (["hosts", 0, "agent"], "nowhere", r"^hosts\[0\]\.agent: expected HOST:PORT"),
+        (["queues", "count"], 1, r"^queues\.count: must be at least 2"),
+        (["queues", "dscp"], [1, 2], r"^queues\.dscp: needs one code point per band"),
+        (["scheduling", "policy"], "best", r"^scheduling\.policy: must be one of"),
+        (["scheduling", "period"], -1, r"^scheduling\.period: must be positive"),
+        (["admission", "b"], 0, r"^admission\.b: must be positive"),
+        (["failure", "plan_ttl"], "soon", r"^failure\.plan_ttl: expected a number"),
+        (["agent", "backend"], "ets", r"^agent\.backend: must be one of auto, prio, htb"),
+        (["agent", "port"], 70000, r"^agent\.port: must be at most 65535"),
+        (["queues", "colour"], "red", r"^queues\.colour: unknown key"),
+        (["extra"], 1, r"^extra: unknown key"),
+    ],
+)
+def test_bad_configs_name_the_field(path, value, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_cluster_config(mutate(path, value))
+
+
+def test_check_config_cli_exit_codes(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(mutate(["hosts", 1, "nic"], KeyError)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", "check-config", str(bad)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "grouper: error: hosts[1].nic: required"
+    ok = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", "check-config", str(SAMPLE)],
+        capture_output=True,
+        text=True,
+    )
+    assert ok.returncode == 0
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 100000),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+)
+values = st.recursive(
+    scalars,
+    lambda c: st.one_of(
+        st.lists(c, max_size=3), st.dictionaries(st.text(max_size=6), c, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, (*prefix, i))
+
+
+ALL_PATHS = [p for p in _paths(sample()) if p]
+
+
+@settings(max_examples=400, deadline=None)
+@given(idx=st.integers(0, len(ALL_PATHS) - 1), value=values)
+def test_fuzz_any_field_replaced_gives_a_config_error_or_a_config(idx, value):
+    data = copy.deepcopy(sample())
+    node = data
+    path = ALL_PATHS[idx]
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    try:
+        parse_cluster_config(data)
+    except ConfigError as exc:
+        assert str(exc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=values)
+def test_fuzz_arbitrary_documents_never_crash(doc):
+    try:
+        parse_cluster_config(doc)
+    except ConfigError:
+        pass
