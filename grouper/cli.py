@@ -50,6 +50,12 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_agent(args: argparse.Namespace) -> int:
+    from agent.bench import bench_agent
+
+    return bench_agent(args.flows, args.runs, args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -101,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--seed", type=int, default=1)
     bp.add_argument("--runs", type=int, default=5, help="timed runs (median reported, min 3)")
     bp.add_argument("--json", metavar="PATH")
+    ba = add("agent", _cmd_bench_agent, "plan apply latency of the agent (root)", bsub)
+    ba.add_argument("--flows", type=int, default=1000)
+    ba.add_argument("--runs", type=int, default=5)
+    ba.add_argument("--json", metavar="PATH")
     br = add(
         "ratio",
         _cmd_bench_ratio,

@@ -150,6 +150,8 @@ class AgentProc:
         self.config = config
         self.proc: subprocess.Popen | None = None
 
+    metrics_port = 0
+
     def start(self, timeout: float = 15.0) -> AgentProc:
         logf = self.log.open("a")
         self.proc = self.pair.popen(
@@ -169,7 +171,7 @@ class AgentProc:
             "--state-file",
             str(self.state),
             "--metrics-port",
-            "0",
+            str(self.metrics_port),
             stdout=logf,
             stderr=subprocess.STDOUT,
             cwd=ROOT,

@@ -328,3 +328,58 @@ def test_stage_events_stream_to_watchers(pair, agent_env):
         ("STAGE_FINISHED", 1),
         ("STAGE_STARTED", 2),
     ]
+
+
+def test_prometheus_endpoint_exports_band_counters(pair, agent_env):
+    agent = agent_env()
+    agent.metrics_port = 19101
+    agent.start()
+    register(agent, "c1", [5201])
+    assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
+    pair.run(
+        pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, "5201", "1", check=False
+    )  # nobody listens: the SYN still leaves through band 1
+    collect(agent)  # refreshes the counters
+    out = pair.run(
+        pair.a,
+        sys.executable,
+        "-c",
+        "import urllib.request;print(urllib.request.urlopen("
+        "'http://127.0.0.1:19101/metrics').read().decode())",
+    ).stdout
+    assert 'grouper_agent_plan_version{host="a"} 1.0' in out
+    assert 'grouper_agent_priorities_active{host="a"} 1.0' in out
+    line = next(
+        x for x in out.splitlines() if x.startswith('grouper_agent_band_packets{band="1",host="a"}')
+    )
+    assert float(line.split()[-1]) >= 1
+
+
+def test_bench_agent_command_cleans_up():
+    before = set(
+        subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grouper.cli",
+            "bench",
+            "agent",
+            "--flows",
+            "50",
+            "--runs",
+            "3",
+            "--json",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result = json.loads(out)
+    assert result["flows"] == 50 and result["apply_full_ms"] > 0
+    after = set(
+        subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    )
+    assert after <= before

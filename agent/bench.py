@@ -1,0 +1,148 @@
+"""``grouper bench agent``: plan apply latency through the agent's real code path.
+
+The command creates a namespace with a veth, runs the measurement inside it in a child
+process, and deletes the namespace afterwards whatever happens. Measured: validating
+the plan against the registry, computing the desired rules and committing the nft
+transaction (``AgentCore.apply_plan``), for a full plan and for a change of 10 flows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from grouper.errors import ConfigError
+from grouper.output import write_json
+
+
+def bench_agent(flows: int, runs: int, json_path: str | None) -> int:
+    if flows < 10:
+        raise ConfigError("--flows", f"must be at least 10, got {flows}")
+    if os.geteuid() != 0:
+        raise ConfigError("bench agent", "needs root (it creates a network namespace)")
+    ns = f"grouper-bench-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(
+            ["ip", "-n", ns, "link", "add", "bench0", "type", "veth", "peer", "name", "bench1"],
+            check=True,
+        )
+        subprocess.run(["ip", "-n", ns, "link", "set", "bench0", "up"], check=True)
+        proc = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                sys.executable,
+                "-m",
+                "agent.bench",
+                str(flows),
+                str(max(runs, 3)),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"bench failed: {proc.stderr[-2000:]}")
+        result = json.loads(proc.stdout)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    write_json(result, json_path)
+    if json_path != "-":
+        print(
+            f"agent apply, {flows} flows ({result['backend']}): full "
+            f"{result['apply_full_ms']:.1f} ms, change of 10 "
+            f"{result['apply_incremental_ms']:.1f} ms (median of {result['runs']})"
+        )
+    return 0
+
+
+async def _measure(flows: int, runs: int) -> dict:
+    from agent.core import AgentCore
+    from agent.enforcer import KernelThread
+    from agent.registry import Registry
+    from pda.priorities import QueueConfig
+
+    queues = QueueConfig()
+    hosts = {f"h{i}": f"10.{i // 250 % 250}.{i % 250}.2" for i in range(flows // 10 + 1)}
+    hosts["me"] = "10.255.0.1"
+    reg = Registry(known_hosts=set(hosts))
+    ids = []
+    for j in range(flows // 10):
+        reg.register(
+            {
+                "cojob_id": f"c{j}",
+                "job_id": "j",
+                "arch": "flows",
+                "stage_iterations": [100],
+                "flows": [
+                    {
+                        "src_host": "me",
+                        "dst_host": f"h{j}",
+                        "dst_port": 5000 + k,
+                        "bytes_per_iteration": 1e6,
+                    }
+                    for k in range(10)
+                ],
+            }
+        )
+        ids += [f"c{j}/j/h{j}:{5000 + k}" for k in range(10)]
+    kernel = KernelThread("bench0", queues, 10000, control_ports=(7070,))
+    try:
+        await kernel.call(kernel.enforcer.start)
+        core = AgentCore("me", reg, kernel, queues, hosts, plan_ttl=1e9)
+        data = queues.data_bands
+        full, incr = [], []
+        version = 0
+
+        def plan(shift: int, changed: int = 0) -> dict:
+            return {
+                "version": version,
+                "host": "me",
+                "flows": [
+                    {
+                        "flow_id": f,
+                        "band": data[(i + shift + (1 if i < changed else 0)) % len(data)],
+                        "dscp": queues.dscp_table[data[i % len(data)]],
+                    }
+                    for i, f in enumerate(ids)
+                ],
+            }
+
+        for r in range(runs):
+            await kernel.apply({})
+            core.rules = {}
+            version += 1
+            p = plan(r)
+            t0 = time.perf_counter()
+            ok, err, changed = await core.apply_plan(p)
+            full.append((time.perf_counter() - t0) * 1e3)
+            assert ok and changed == len(ids), err
+            version += 1
+            p = plan(r, changed=10)
+            t0 = time.perf_counter()
+            ok, err, changed = await core.apply_plan(p)
+            incr.append((time.perf_counter() - t0) * 1e3)
+            assert ok and changed == 10, (err, changed)
+        return {
+            "flows": len(ids),
+            "backend": kernel.backend,
+            "runs": runs,
+            "apply_full_ms": statistics.median(full),
+            "apply_incremental_ms": statistics.median(incr),
+            "apply_full_ms_all": full,
+            "apply_incremental_ms_all": incr,
+        }
+    finally:
+        kernel.run_sync(kernel.enforcer.stop)
+        kernel.close()
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(_measure(int(sys.argv[1]), int(sys.argv[2])))))
