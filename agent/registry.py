@@ -17,6 +17,7 @@ from typing import Any
 
 from grouper import validate as v
 from grouper.errors import ConfigError
+from grouper.flows import flow_id
 from pda.model import ARCHS
 
 EVENT_KINDS = ("REGISTERED", "STAGE_STARTED", "STAGE_FINISHED", "JOB_FINISHED")
@@ -31,8 +32,7 @@ class Flow:
     bytes_per_iteration: float
 
     def flow_id(self, cojob: str, job: str) -> str:
-        port = str(self.dst_port) if self.dst_port else f"s{self.src_port}"
-        return f"{cojob}/{job}/{self.dst_host}:{port}"
+        return flow_id(cojob, job, self.dst_host, self.dst_port, self.src_port)
 
 
 @dataclass

@@ -56,6 +56,12 @@ def _cmd_bench_agent(args: argparse.Namespace) -> int:
     return bench_agent(args.flows, args.runs, args.json)
 
 
+def _cmd_coordinator(args: argparse.Namespace) -> int:
+    from coordinator.daemon import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -96,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     from agent.options import add_arguments
 
     add_arguments(ag)
+    co = add("coordinator", _cmd_coordinator, "run the cluster coordinator")
+    co.add_argument("--config", required=True, help="cluster YAML")
+    co.add_argument("--listen", help="health service address (default: coordinator.listen)")
+    co.add_argument("--metrics", help="Prometheus address HOST:PORT (port 0 = off)")
+    co.add_argument("--log-level", default="INFO")
     cc = add("check-config", _cmd_check_config, "validate a cluster config file")
     cc.add_argument("file")
 

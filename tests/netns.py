@@ -202,3 +202,63 @@ class AgentProc:
         assert self.proc is not None
         self.proc.send_signal(sig)
         return self.proc.wait(timeout=timeout)
+
+
+class NetStar:
+    """``n`` host namespaces on one Linux bridge in a switch namespace (10.78.N.i/24)."""
+
+    def __init__(self, n: int) -> None:
+        k = next(_counter)
+        tag = f"{os.getpid() % 100000}x{k}"
+        self.switch = f"gk{tag}s"
+        self.hosts = [f"gk{tag}h{i + 1}" for i in range(n)]
+        self.addrs = [f"10.78.{k % 250}.{i + 1}" for i in range(n)]
+        self.nic = "eth0"
+        self.procs: list[subprocess.Popen] = []
+        self._made: list[str] = []
+        try:
+            for ns in (self.switch, *self.hosts):
+                sh("ip", "netns", "add", ns)
+                self._made.append(ns)
+                sh("ip", "-n", ns, "link", "set", "lo", "up")
+            sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+            sh("ip", "-n", self.switch, "link", "set", "br0", "up")
+            for i, (ns, addr) in enumerate(zip(self.hosts, self.addrs, strict=True)):
+                port = f"p{i + 1}"
+                sh(
+                    "ip",
+                    "link",
+                    "add",
+                    self.nic,
+                    "netns",
+                    ns,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    port,
+                    "netns",
+                    self.switch,
+                )
+                sh("ip", "-n", self.switch, "link", "set", port, "master", "br0", "up")
+                sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", self.nic)
+                sh("ip", "-n", ns, "link", "set", self.nic, "up")
+        except BaseException:
+            self.close()
+            raise
+
+    def popen(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
+        p = subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
+        self.procs.append(p)
+        return p
+
+    def run(self, ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return sh("ip", "netns", "exec", ns, *args, check=check)
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+        for ns in self._made:
+            sh("ip", "netns", "del", ns, check=False)

@@ -1,0 +1,1 @@
+"""The coordinator: collects agents' reports, runs pda/, pushes versioned plans."""

@@ -1,0 +1,113 @@
+"""One coordinator-side link per agent: channel, liveness, what it last acknowledged."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from agent.registry import parse_registration
+from agent.service import registration_dict
+from coordinator.planner import HostPlan
+from coordinator.snapshot import ReportedFlow, ReportedJob
+from grouper.cluster_config import ClusterConfig, HostConfig
+from grouper.errors import ConfigError
+from grouper.v1 import agent_pb2 as pb
+from grouper.v1 import agent_pb2_grpc as pbg
+
+log = logging.getLogger("grouper.coordinator")
+
+
+def channel_for(host: HostConfig, cfg: ClusterConfig) -> grpc.aio.Channel:
+    target = host.agent
+    if cfg.tls is None:
+        return grpc.aio.insecure_channel(target)
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=Path(cfg.tls.ca).read_bytes(),
+        private_key=Path(cfg.tls.key).read_bytes(),
+        certificate_chain=Path(cfg.tls.cert).read_bytes(),
+    )
+    # the agent's certificate must name its configured host
+    return grpc.aio.secure_channel(
+        target, creds, options=[("grpc.ssl_target_name_override", host.name)]
+    )
+
+
+def parse_report(
+    report: pb.HostReport, host: str, known_hosts: set[str]
+) -> tuple[list[ReportedJob], list[str]]:
+    """Validate an agent's report; bad jobs are dropped with an error each."""
+    if report.host != host:
+        raise ConfigError("report.host", f"agent for {host!r} reported as {report.host!r}")
+    jobs, errors = [], []
+    for i, js in enumerate(report.jobs):
+        try:
+            entry = parse_registration(registration_dict(js.job), known_hosts)
+            total = sum(entry.stage_iterations)
+            if js.iterations_done > total:
+                raise ConfigError("iterations_done", f"exceeds {total}: {js.iterations_done}")
+        except ConfigError as exc:
+            errors.append(f"report.jobs[{i}].{exc}")
+            continue
+        flows = {}
+        for f in entry.flows:
+            if f.src_host != host:
+                continue  # an agent speaks for the flows its host sends
+            fid = f.flow_id(entry.cojob_id, entry.job_id)
+            flows[fid] = ReportedFlow(fid, f.src_host, f.dst_host, f.bytes_per_iteration)
+        jobs.append(
+            ReportedJob(
+                entry.cojob_id,
+                entry.job_id,
+                entry.arch,
+                tuple(entry.stage_iterations),
+                entry.model_bytes,
+                entry.compute_time,
+                entry.arrival,
+                int(js.iterations_done),
+                bool(js.finished),
+                flows,
+            )
+        )
+    return jobs, errors
+
+
+@dataclass
+class AgentLink:
+    host: HostConfig
+    channel: grpc.aio.Channel
+    stub: pbg.AgentStub
+    up: bool = False
+    last_ok: float = -math.inf
+    jobs: list[ReportedJob] = field(default_factory=list)
+    agent_version: int = 0  # version the agent says is in force
+    pushed_version: int = 0
+    acked: HostPlan | None = None
+    last_push: float = -math.inf
+
+    @classmethod
+    def open(cls, host: HostConfig, cfg: ClusterConfig) -> AgentLink:
+        ch = channel_for(host, cfg)
+        return cls(host, ch, pbg.AgentStub(ch))
+
+    def next_version(self) -> int:
+        return max(self.agent_version, self.pushed_version) + 1
+
+    def needs_push(self, plan: HostPlan, keepalive: float) -> bool:
+        if not self.up:
+            return False
+        restarted = self.agent_version < self.pushed_version
+        stale = time.monotonic() - self.last_push > keepalive
+        return restarted or stale or plan != self.acked
+
+    def age_out(self, timeout: float) -> bool:
+        """Forget a silent agent's jobs after ``timeout``; True when it just happened."""
+        if self.jobs and time.monotonic() - self.last_ok > timeout:
+            log.warning("agent %s silent for %.1fs: its stages age out", self.host.name, timeout)
+            self.jobs = []
+            return True
+        return False

@@ -1,0 +1,226 @@
+"""The scheduling loop: collect -> order -> map -> push, every period and on events.
+
+Agents are collected concurrently; a silent agent is marked down (metric, log), its
+stages age out after ``failure.agent_timeout`` and every other host keeps being
+served. Only plans that changed are pushed, plus a keepalive well before the agents'
+``plan_ttl``; an agent that restarted (its version in force went back) is re-synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from coordinator.links import AgentLink, parse_report
+from coordinator.metrics import CoordinatorMetrics
+from coordinator.planner import HostPlan, plan_hosts
+from coordinator.snapshot import merge_reports
+from grouper.cluster_config import ClusterConfig
+from grouper.errors import ConfigError
+from grouper.v1 import agent_pb2 as pb
+
+log = logging.getLogger("grouper.coordinator")
+
+
+@dataclass
+class CycleStats:
+    trigger: str
+    collect_s: float
+    order_s: float
+    push_s: float
+    agents_up: int
+    stages: int
+    pushed: int
+    order: list[str]
+
+    @property
+    def total_s(self) -> float:
+        return self.collect_s + self.order_s + self.push_s
+
+
+class Coordinator:
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        metrics: CoordinatorMetrics | None = None,
+        rpc_timeout: float | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = metrics or CoordinatorMetrics()
+        self.links = {h.name: AgentLink.open(h, cfg) for h in cfg.hosts}
+        self.stage_started: dict[tuple[str, int], float] = {}
+        self.kick = asyncio.Event()
+        self.rpc_timeout = rpc_timeout or max(0.5, min(cfg.failure.agent_timeout / 2, 5.0))
+        self.last_stats: CycleStats | None = None
+
+    # -- config ----------------------------------------------------------------------
+    def reload(self, cfg: ClusterConfig) -> None:
+        """Apply a new (already validated) config; links of unchanged hosts are kept."""
+        old = self.links
+        self.links = {}
+        for h in cfg.hosts:
+            link = old.pop(h.name, None)
+            if link is None or link.host != h or self.cfg.tls != cfg.tls:
+                if link is not None:
+                    asyncio.ensure_future(link.channel.close())
+                link = AgentLink.open(h, cfg)
+            self.links[h.name] = link
+        for link in old.values():
+            asyncio.ensure_future(link.channel.close())
+        self.cfg = cfg
+        log.info("config reloaded: %d hosts, policy %s", len(cfg.hosts), cfg.scheduling.policy)
+
+    # -- one cycle -------------------------------------------------------------------
+    async def _collect(self, link: AgentLink) -> None:
+        try:
+            report = await link.stub.Collect(pb.CollectRequest(), timeout=self.rpc_timeout)
+            jobs, errors = parse_report(report, link.host.name, set(self.links))
+        except grpc.aio.AioRpcError as exc:
+            self._mark_down(link, exc.code().name)
+            return
+        except ConfigError as exc:
+            self.metrics.errors.labels("bad_report").inc()
+            log.error("refused report from %s: %s", link.host.name, exc)
+            self._mark_down(link, "bad report")
+            return
+        for e in errors:
+            self.metrics.errors.labels("bad_report").inc()
+            log.warning("report from %s: %s", link.host.name, e)
+        if not link.up:
+            log.info(
+                "agent %s is up (plan version %d in force)", link.host.name, report.plan_version
+            )
+        link.up, link.last_ok, link.jobs = True, time.monotonic(), jobs
+        link.agent_version = report.plan_version
+        self.metrics.agent_up.labels(link.host.name).set(1)
+
+    def _mark_down(self, link: AgentLink, why: str) -> None:
+        if link.up:
+            log.warning("agent %s is down (%s)", link.host.name, why)
+            self.metrics.errors.labels("agent_down").inc()
+        link.up = False
+        self.metrics.agent_up.labels(link.host.name).set(0)
+
+    async def _push(self, link: AgentLink, plan: HostPlan) -> bool:
+        version = link.next_version()
+        msg = pb.Plan(
+            version=version,
+            host=link.host.name,
+            flows=[
+                pb.FlowPriority(flow_id=f, band=b, dscp=d) for f, (b, d) in sorted(plan.items())
+            ],
+        )
+        try:
+            res = await link.stub.ApplyPlan(msg, timeout=self.rpc_timeout)
+        except grpc.aio.AioRpcError as exc:
+            self._mark_down(link, exc.code().name)
+            return False
+        link.pushed_version = max(link.pushed_version, version)
+        if not res.applied:
+            self.metrics.errors.labels("plan_refused").inc()
+            log.error("agent %s refused plan %d: %s", link.host.name, version, res.error)
+            link.agent_version = res.version
+            link.acked = None
+            return False
+        link.agent_version, link.acked, link.last_push = res.version, plan, time.monotonic()
+        self.metrics.plans_pushed.inc()
+        return True
+
+    async def cycle(self, trigger: str = "period") -> CycleStats:
+        links = list(self.links.values())
+        t0 = time.perf_counter()
+        await asyncio.gather(*(self._collect(link) for link in links))
+        for link in links:
+            link.age_out(self.cfg.failure.agent_timeout)
+        t1 = time.perf_counter()
+        reports = {link.host.name: link.jobs for link in links}
+        model = merge_reports(reports, tuple(self.links), self.stage_started)
+        planned = plan_hosts(model, self.cfg.scheduling.policy, self.cfg.queues)
+        t2 = time.perf_counter()
+        keepalive = self.cfg.failure.plan_ttl / 3
+        todo = [(link, planned.plans.get(link.host.name, {})) for link in links]
+        todo = [(link, p) for link, p in todo if link.needs_push(p, keepalive)]
+        results = await asyncio.gather(*(self._push(link, p) for link, p in todo))
+        t3 = time.perf_counter()
+        up = sum(link.up for link in links)
+        stats = CycleStats(
+            trigger, t1 - t0, t2 - t1, t3 - t2, up, planned.stages, sum(results), planned.order
+        )
+        m = self.metrics
+        m.cycles.labels(trigger).inc()
+        for step, s in (
+            ("collect", stats.collect_s),
+            ("order", stats.order_s),
+            ("push", stats.push_s),
+            ("total", stats.total_s),
+        ):
+            m.cycle_seconds.labels(step).set(s)
+        m.stages.set(planned.stages)
+        m.agents_up.set(up)
+        if stats.pushed:
+            log.info(
+                "cycle (%s): %d/%d agents up, %d stages, %d plans pushed, %.0f ms",
+                trigger,
+                up,
+                len(links),
+                planned.stages,
+                stats.pushed,
+                stats.total_s * 1e3,
+            )
+        self.last_stats = stats
+        return stats
+
+    # -- events and the loop ---------------------------------------------------------
+    async def _watch(self, link: AgentLink) -> None:
+        while True:
+            try:
+                async for ev in link.stub.WatchEvents(pb.WatchRequest()):
+                    if ev.kind == pb.StageEvent.STAGE_STARTED:
+                        self.stage_started.setdefault((ev.cojob_id, ev.stage), ev.time)
+                    if self.cfg.scheduling.event_driven and ev.kind != pb.StageEvent.REGISTERED:
+                        self.kick.set()
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(min(1.0, self.cfg.scheduling.period))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        watchers: dict[str, asyncio.Task] = {}
+        last = -1e9
+        try:
+            while not stop.is_set():
+                for name, link in self.links.items():
+                    if name not in watchers or watchers[name].done():
+                        watchers[name] = asyncio.create_task(self._watch(link))
+                for name in set(watchers) - set(self.links):
+                    watchers.pop(name).cancel()
+                gap = self.cfg.scheduling.min_gap - (time.monotonic() - last)
+                if gap > 0:
+                    await asyncio.sleep(gap)
+                trigger = "event" if self.kick.is_set() else "period"
+                self.kick.clear()
+                last = time.monotonic()
+                try:
+                    await self.cycle(trigger)
+                except Exception:  # never let one bad cycle stop the coordinator
+                    self.metrics.errors.labels("cycle").inc()
+                    log.exception("scheduling cycle failed")
+                waiters = [
+                    asyncio.ensure_future(stop.wait()),
+                    asyncio.ensure_future(self.kick.wait()),
+                ]
+                await asyncio.wait(
+                    waiters, timeout=self.cfg.scheduling.period, return_when=asyncio.FIRST_COMPLETED
+                )
+                for w in waiters:
+                    w.cancel()
+        finally:
+            for t in watchers.values():
+                t.cancel()
+            await asyncio.gather(*watchers.values(), return_exceptions=True)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(link.channel.close() for link in self.links.values()))

@@ -1,0 +1,35 @@
+"""Every Prometheus metric the coordinator exports, declared in one place."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+
+class CoordinatorMetrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.cycle_seconds = Gauge(
+            "grouper_coordinator_cycle_seconds",
+            "Duration of the last scheduling cycle, by step",
+            ["step"],
+            registry=r,
+        )
+        self.cycles = Counter(
+            "grouper_coordinator_cycles_total", "Scheduling cycles run", ["trigger"], registry=r
+        )
+        self.stages = Gauge("grouper_coordinator_stages", "Unfinished stages scheduled", registry=r)
+        self.plans_pushed = Counter(
+            "grouper_coordinator_plans_pushed_total", "Plans pushed to agents", registry=r
+        )
+        self.agents_up = Gauge("grouper_coordinator_agents_up", "Agents answering", registry=r)
+        self.agent_up = Gauge(
+            "grouper_coordinator_agent_up", "1 if the agent answers", ["host"], registry=r
+        )
+        self.errors = Counter(
+            "grouper_coordinator_errors_total", "Errors by kind", ["kind"], registry=r
+        )
+
+    def serve(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        if port and int(port):
+            start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)

@@ -1,0 +1,207 @@
+"""Coordinator + 3 agents in namespaces, real gRPC and kernel enforcement."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import urllib.request
+
+import grpc
+import pytest
+import yaml
+
+from grouper.v1 import agent_pb2 as pb
+from grouper.v1 import agent_pb2_grpc as pbg
+from pda.model import Cojob, FlowSpec, Job
+from pda.policies import host_plans, schedule
+from pda.priorities import QueueConfig
+from pda.snapshot import build_snapshot
+from tests.netns import GROUPER, ROOT, AgentProc, NetStar, nft_map
+
+PERIOD, TTL, TIMEOUT = 0.5, 3.0, 1.5
+METRICS = 19100
+# cojob A: PS job, worker h1 <-> server h2 (1 MB each way per iteration), 4 + 8 iterations
+# cojob B: ring over h1, h2, h3 (2 MB per hop per iteration), 2 + 4 iterations
+JOBS = {
+    "A": {
+        "stages": [4, 8],
+        "arrival": 1000.0,
+        "flows": [("h1", "h2", 5101, 1e6), ("h2", "h1", 5102, 1e6)],
+    },
+    "B": {
+        "stages": [2, 4],
+        "arrival": 1001.0,
+        "flows": [("h1", "h2", 5201, 2e6), ("h2", "h3", 5202, 2e6), ("h3", "h1", 5203, 2e6)],
+    },
+}
+
+
+@pytest.fixture
+def star():
+    s = NetStar(3)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def config(star: NetStar, tmp_path) -> tuple:
+    names = ["h1", "h2", "h3"]
+    data = {
+        "cluster": "kt",
+        "hosts": [
+            {
+                "name": n,
+                "address": a,
+                "nic": star.nic,
+                "link_mbps": 100,
+                "agent": f"unix:{tmp_path}/{n}-agent.sock",
+            }
+            for n, a in zip(names, star.addrs, strict=True)
+        ],
+        "scheduling": {"period": PERIOD, "min_gap": 0.05},
+        "failure": {"plan_ttl": TTL, "agent_timeout": TIMEOUT},
+        "agent": {"metrics_port": 0},
+        "coordinator": {"listen": "127.0.0.1:17000"},
+        "metrics": {"coordinator": f"127.0.0.1:{METRICS}"},
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path, dict(zip(names, star.addrs, strict=True))
+
+
+def register_all(agents: dict[str, AgentProc]) -> None:
+    for cojob, spec in JOBS.items():
+        for src, dst, port, size in spec["flows"]:
+            with grpc.insecure_channel(f"unix:{agents[src].registry}") as ch:
+                ack = pbg.RegistryStub(ch).RegisterJob(
+                    pb.JobRegistration(
+                        cojob_id=cojob,
+                        job_id="j",
+                        arch="flows",
+                        stage_iterations=spec["stages"],
+                        arrival=spec["arrival"],
+                        flows=[
+                            pb.FlowSpec(
+                                src_host=src, dst_host=dst, dst_port=port, bytes_per_iteration=size
+                            )
+                        ],
+                    )
+                )
+            assert ack.ok, ack.error
+
+
+def expected_maps(addrs: dict[str, str]) -> dict[str, tuple[dict, dict]]:
+    """The plan computed straight from pda/, as the kernel should hold it."""
+    cojobs = [
+        Cojob(
+            c,
+            tuple(s["stages"]),
+            (Job.explicit("j", [FlowSpec(a, b, size) for a, b, _, size in s["flows"]]),),
+            s["arrival"],
+        )
+        for c, s in JOBS.items()
+    ]
+    snap = build_snapshot(cojobs, ["h1", "h2", "h3"], known_survivors=False)
+    plans = host_plans(snap, schedule(snap, "grouper"), QueueConfig())
+    port = {(c, a, b): p for c, s in JOBS.items() for a, b, p, _ in s["flows"]}
+    out = {}
+    for host, plan in plans.items():
+        band, dscp = {}, {}
+        for f in plan["flows"]:
+            key = (addrs[f["dst"]], port[(f["cojob"], f["src"], f["dst"])])
+            band[key] = f"4752:{0x10 + f['band']:x}"
+            dscp[key] = {"goto": {"target": f"dscp_{f['dscp']}"}}
+        out[host] = (band, dscp)
+    return out
+
+
+def version(agent: AgentProc) -> int:
+    with grpc.insecure_channel(f"unix:{agent.api}") as ch:
+        return pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=3).plan_version
+
+
+def wait_for(cond, timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def metric(name: str) -> float | None:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS}/metrics", timeout=3).read()
+    for line in text.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def test_coordinator_serves_agents_survives_failures(star, tmp_path):
+    path, addrs = config(star, tmp_path)
+    agents = {
+        n: AgentProc(star, ns, n, path, tmp_path)
+        for n, ns in zip(["h1", "h2", "h3"], star.hosts, strict=True)
+    }
+    for a in agents.values():
+        a.start()
+    register_all(agents)
+    log = (tmp_path / "coordinator.log").open("w")
+    coord = subprocess.Popen(
+        [*GROUPER, "coordinator", "--config", str(path)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        expected = expected_maps(addrs)
+        ns = dict(zip(["h1", "h2", "h3"], star.hosts, strict=True))
+
+        def in_kernel(host: str) -> bool:
+            return (nft_map(ns[host], "band_dport"), nft_map(ns[host], "dscp_dport")) == expected[
+                host
+            ]
+
+        for host in agents:
+            wait_for(lambda h=host: in_kernel(h), 15, f"{host}'s plan in the kernel")
+        assert {nft_map(ns["h1"], "band_dport")[(addrs["h2"], p)] for p in (5101, 5201)} == {
+            "4752:11",
+            "4752:12",
+        }, "two stages sending from h1 get two bands"
+
+        # one agent dies: the others keep being served, metrics show it down
+        agents["h3"].stop(signal.SIGKILL)
+        wait_for(
+            lambda: metric('grouper_coordinator_agent_up{host="h3"}') == 0.0, 5, "h3 marked down"
+        )
+        assert metric("grouper_coordinator_agents_up") == 2.0
+        v1 = version(agents["h1"])
+        wait_for(lambda: version(agents["h1"]) > v1, TTL, "h1 still served")
+        assert in_kernel("h1") and in_kernel("h2")
+
+        # it comes back: re-synced within two periods of answering again
+        agents["h3"].start()
+        took = wait_for(lambda: in_kernel("h3"), 2 * PERIOD + 1.0, "h3 re-synced")
+        assert took <= 2 * PERIOD + 1.0
+        wait_for(lambda: metric('grouper_coordinator_agent_up{host="h3"}') == 1.0, 5, "h3 up")
+
+        # the coordinator dies: agents drop priorities after plan_ttl
+        coord.kill()
+        coord.wait(timeout=10)
+        t_dead = time.monotonic()
+        for host in agents:
+            wait_for(
+                lambda h=host: nft_map(ns[h], "band_dport") == {},
+                TTL + 3,
+                f"{host} dropping priorities",
+            )
+        assert time.monotonic() - t_dead >= TTL - 1.5
+    finally:
+        if coord.poll() is None:
+            coord.terminate()
+            coord.wait(timeout=10)
+        for a in agents.values():
+            if a.proc and a.proc.poll() is None:
+                a.stop()

@@ -1,0 +1,142 @@
+"""Coordinator logic without root: report validation (fuzzed), merging, planning."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator.links import parse_report
+from coordinator.planner import plan_hosts
+from coordinator.snapshot import ReportedFlow, ReportedJob, merge_reports
+from grouper.errors import ConfigError
+from grouper.v1 import agent_pb2 as pb
+from pda.priorities import QueueConfig
+
+HOSTS = {"h1", "h2", "h3"}
+
+
+def js(cojob="A", job="j", src="h1", dst="h2", port=5001, stages=(4, 8), done=0, **kw):
+    return pb.JobState(
+        job=pb.JobRegistration(
+            cojob_id=cojob,
+            job_id=job,
+            arch="flows",
+            stage_iterations=list(stages),
+            arrival=10.0,
+            flows=[pb.FlowSpec(src_host=src, dst_host=dst, dst_port=port, bytes_per_iteration=1e6)],
+            **kw,
+        ),
+        iterations_done=done,
+    )
+
+
+def test_report_for_another_host_is_refused():
+    with pytest.raises(ConfigError, match="^report.host: agent for 'h1' reported as 'h9'"):
+        parse_report(pb.HostReport(host="h9"), "h1", HOSTS)
+
+
+def test_bad_jobs_in_a_report_are_dropped_with_the_field_named():
+    report = pb.HostReport(
+        host="h1",
+        jobs=[js(), js(job="bad", dst="zz"), js(job="over", done=99), js(job="neg", stages=(0,))],
+    )
+    jobs, errors = parse_report(report, "h1", HOSTS)
+    assert [j.job_id for j in jobs] == ["j"]
+    assert errors == [
+        "report.jobs[1].flows[0].dst_host: unknown host 'zz'",
+        "report.jobs[2].iterations_done: exceeds 12: 99",
+        "report.jobs[3].stage_iterations[0]: must be at least 1, got 0",
+    ]
+
+
+def test_agents_only_speak_for_flows_their_host_sends():
+    jobs, _ = parse_report(pb.HostReport(host="h1", jobs=[js(src="h2", dst="h1")]), "h1", HOSTS)
+    assert jobs[0].flows == {}
+
+
+flow_specs = st.builds(
+    pb.FlowSpec,
+    src_host=st.sampled_from(["h1", "h2", "", "x"]),
+    dst_host=st.sampled_from(["h1", "h2", "h3", "?"]),
+    dst_port=st.integers(0, 70000),
+    src_port=st.integers(0, 70000),
+    bytes_per_iteration=st.floats(allow_nan=True, allow_infinity=True),
+)
+registrations = st.builds(
+    pb.JobRegistration,
+    cojob_id=st.text(max_size=4),
+    job_id=st.text(max_size=4),
+    arch=st.sampled_from(["ps", "ring", "flows", "x", ""]),
+    stage_iterations=st.lists(st.integers(0, 2**32 - 1), max_size=3),
+    model_bytes=st.floats(allow_nan=True),
+    flows=st.lists(flow_specs, max_size=3),
+    compute_time=st.floats(allow_nan=True),
+    arrival=st.floats(allow_nan=True),
+)
+reports = st.builds(
+    pb.HostReport,
+    host=st.just("h1"),
+    jobs=st.lists(
+        st.builds(pb.JobState, job=registrations, iterations_done=st.integers(0, 2**64 - 1)),
+        max_size=4,
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(report=reports)
+def test_fuzz_reports_never_crash_and_what_passes_can_be_scheduled(report):
+    jobs, errors = parse_report(report, "h1", HOSTS)
+    assert len(jobs) + len(errors) == len(report.jobs)
+    assert all(e.startswith("report.jobs[") for e in errors)
+    model = merge_reports({"h1": jobs}, ("h1", "h2", "h3"))
+    plan_hosts(model, "grouper", QueueConfig())
+
+
+def rj(cojob, job, flows, done=0, finished=False, stages=(4, 8), arrival=0.0):
+    return ReportedJob(
+        cojob,
+        job,
+        "flows",
+        stages,
+        0.0,
+        0.0,
+        arrival,
+        done,
+        finished,
+        {f: ReportedFlow(f, s, d, b) for f, s, d, b in flows},
+    )
+
+
+def test_merge_unites_flows_takes_slowest_progress_and_drops_finished_jobs():
+    reports = {
+        "h1": [
+            rj("A", "j", [("A/j/h2:1", "h1", "h2", 5.0)], done=6, arrival=3.0),
+            rj("C", "k", [("C/k/h2:3", "h1", "h2", 1.0)], finished=True),
+        ],
+        "h2": [
+            rj("A", "j", [("A/j/h1:2", "h2", "h1", 5.0)], done=2, arrival=1.0),
+            rj("B", "j", [("B/j/h3:9", "h2", "h3", 1.0)], arrival=2.0),
+        ],
+    }
+    model = merge_reports(reports, ("h1", "h2", "h3"))
+    assert [c.cojob_id for c in model.cojobs] == ["A", "B"]  # by arrival; C finished
+    a = model.cojobs[0]
+    assert a.arrival == 1.0 and a.jobs[0].done == 2
+    assert model.flow_ids == ["A/j/h1:2", "A/j/h2:1", "B/j/h3:9"]
+
+
+def test_plans_key_flows_by_id_and_rank_stages_per_sender():
+    reports = {
+        "h1": [
+            rj("A", "j", [("A/j/h2:1", "h1", "h2", 1.0)], arrival=0.0),
+            rj("B", "j", [("B/j/h2:2", "h1", "h2", 9.0)], arrival=1.0),
+        ]
+    }
+    planned = plan_hosts(merge_reports(reports, ("h1", "h2")), "grouper", QueueConfig())
+    assert planned.order == ["A/1", "A/2", "B/1", "B/2"]
+    assert planned.plans["h1"] == {"A/j/h2:1": (1, 48), "B/j/h2:2": (2, 40)}
+    assert planned.plans["h2"] == {}
+    fs = plan_hosts(merge_reports(reports, ("h1", "h2")), "fs", QueueConfig())
+    assert set(fs.plans["h1"].values()) == {(6, 8)}
