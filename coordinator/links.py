@@ -13,7 +13,7 @@ import grpc
 from agent.registry import parse_registration
 from agent.service import registration_dict
 from coordinator.planner import HostPlan
-from coordinator.snapshot import ReportedFlow, ReportedJob
+from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
 from grouper.cluster_config import ClusterConfig, HostConfig
 from grouper.errors import ConfigError
 from grouper.v1 import agent_pb2 as pb
@@ -38,42 +38,62 @@ def channel_for(host: HostConfig, cfg: ClusterConfig) -> grpc.aio.Channel:
 
 
 def parse_report(
-    report: pb.HostReport, host: str, known_hosts: set[str]
-) -> tuple[list[ReportedJob], list[str]]:
-    """Validate an agent's report; bad jobs are dropped with an error each."""
+    report: pb.HostReport,
+    host: str,
+    known_hosts: set[str],
+    cache: dict[bytes, ReportedJob | str] | None = None,
+) -> tuple[list[JobReport], list[str], dict[bytes, ReportedJob | str]]:
+    """Validate an agent's report; bad jobs are dropped with an error each.
+
+    Registrations never change once an agent accepted them, so the validated form of
+    each (keyed by its serialized bytes) is reused from ``cache`` across cycles; only
+    progress is read anew. Returns (jobs, errors, the cache for the next call).
+    """
     if report.host != host:
         raise ConfigError("report.host", f"agent for {host!r} reported as {report.host!r}")
+    cache = cache or {}
+    fresh: dict[bytes, ReportedJob | str] = {}
     jobs, errors = [], []
     for i, js in enumerate(report.jobs):
-        try:
-            entry = parse_registration(registration_dict(js.job), known_hosts)
-            total = sum(entry.stage_iterations)
-            if js.iterations_done > total:
-                raise ConfigError("iterations_done", f"exceeds {total}: {js.iterations_done}")
-        except ConfigError as exc:
-            errors.append(f"report.jobs[{i}].{exc}")
+        raw = js.job.SerializeToString()
+        template = cache.get(raw) or fresh.get(raw)
+        if template is None:
+            template = _validate_job(js.job, host, known_hosts)
+        fresh[raw] = template
+        if isinstance(template, str):
+            errors.append(f"report.jobs[{i}].{template}")
             continue
-        flows = {}
-        for f in entry.flows:
-            if f.src_host != host:
-                continue  # an agent speaks for the flows its host sends
-            fid = f.flow_id(entry.cojob_id, entry.job_id)
-            flows[fid] = ReportedFlow(fid, f.src_host, f.dst_host, f.bytes_per_iteration)
-        jobs.append(
-            ReportedJob(
-                entry.cojob_id,
-                entry.job_id,
-                entry.arch,
-                tuple(entry.stage_iterations),
-                entry.model_bytes,
-                entry.compute_time,
-                entry.arrival,
-                int(js.iterations_done),
-                bool(js.finished),
-                flows,
+        total = sum(template.stage_iterations)
+        if js.iterations_done > total:
+            errors.append(
+                f"report.jobs[{i}].iterations_done: exceeds {total}: {js.iterations_done}"
             )
-        )
-    return jobs, errors
+            continue
+        jobs.append(JobReport(template, int(js.iterations_done), bool(js.finished)))
+    return jobs, errors, fresh
+
+
+def _validate_job(job: pb.JobRegistration, host: str, known_hosts: set[str]) -> ReportedJob | str:
+    try:
+        entry = parse_registration(registration_dict(job), known_hosts)
+    except ConfigError as exc:
+        return str(exc)
+    flows = {}
+    for f in entry.flows:
+        if f.src_host != host:
+            continue  # an agent speaks for the flows its host sends
+        fid = f.flow_id(entry.cojob_id, entry.job_id)
+        flows[fid] = ReportedFlow(fid, f.src_host, f.dst_host, f.bytes_per_iteration)
+    return ReportedJob(
+        entry.cojob_id,
+        entry.job_id,
+        entry.arch,
+        tuple(entry.stage_iterations),
+        entry.model_bytes,
+        entry.compute_time,
+        entry.arrival,
+        flows,
+    )
 
 
 @dataclass
@@ -83,16 +103,22 @@ class AgentLink:
     stub: pbg.AgentStub
     up: bool = False
     last_ok: float = -math.inf
-    jobs: list[ReportedJob] = field(default_factory=list)
+    jobs: list[JobReport] = field(default_factory=list)
     agent_version: int = 0  # version the agent says is in force
     pushed_version: int = 0
     acked: HostPlan | None = None
     last_push: float = -math.inf
+    report_cache: dict[bytes, ReportedJob | str] = field(default_factory=dict)
 
     @classmethod
     def open(cls, host: HostConfig, cfg: ClusterConfig) -> AgentLink:
         ch = channel_for(host, cfg)
         return cls(host, ch, pbg.AgentStub(ch))
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """Every call names the host it is meant for (agents and audits can check)."""
+        return (("x-grouper-host", self.host.name),)
 
     def next_version(self) -> int:
         return max(self.agent_version, self.pushed_version) + 1

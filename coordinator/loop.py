@@ -18,7 +18,7 @@ import grpc
 from coordinator.links import AgentLink, parse_report
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.planner import HostPlan, plan_hosts
-from coordinator.snapshot import merge_reports
+from coordinator.snapshot import MergeCache, merge_reports
 from grouper.cluster_config import ClusterConfig
 from grouper.errors import ConfigError
 from grouper.v1 import agent_pb2 as pb
@@ -52,6 +52,8 @@ class Coordinator:
         self.cfg = cfg
         self.metrics = metrics or CoordinatorMetrics()
         self.links = {h.name: AgentLink.open(h, cfg) for h in cfg.hosts}
+        self.host_names = set(self.links)
+        self.merge_cache = MergeCache()
         self.stage_started: dict[tuple[str, int], float] = {}
         self.kick = asyncio.Event()
         self.rpc_timeout = rpc_timeout or max(0.5, min(cfg.failure.agent_timeout / 2, 5.0))
@@ -68,7 +70,9 @@ class Coordinator:
                 if link is not None:
                     asyncio.ensure_future(link.channel.close())
                 link = AgentLink.open(h, cfg)
+            link.report_cache = {}  # validity depends on the host list
             self.links[h.name] = link
+        self.host_names = set(self.links)
         for link in old.values():
             asyncio.ensure_future(link.channel.close())
         self.cfg = cfg
@@ -77,8 +81,12 @@ class Coordinator:
     # -- one cycle -------------------------------------------------------------------
     async def _collect(self, link: AgentLink) -> None:
         try:
-            report = await link.stub.Collect(pb.CollectRequest(), timeout=self.rpc_timeout)
-            jobs, errors = parse_report(report, link.host.name, set(self.links))
+            report = await link.stub.Collect(
+                pb.CollectRequest(), timeout=self.rpc_timeout, metadata=link.metadata
+            )
+            jobs, errors, link.report_cache = parse_report(
+                report, link.host.name, self.host_names, link.report_cache
+            )
         except grpc.aio.AioRpcError as exc:
             self._mark_down(link, exc.code().name)
             return
@@ -115,7 +123,7 @@ class Coordinator:
             ],
         )
         try:
-            res = await link.stub.ApplyPlan(msg, timeout=self.rpc_timeout)
+            res = await link.stub.ApplyPlan(msg, timeout=self.rpc_timeout, metadata=link.metadata)
         except grpc.aio.AioRpcError as exc:
             self._mark_down(link, exc.code().name)
             return False
@@ -138,7 +146,7 @@ class Coordinator:
             link.age_out(self.cfg.failure.agent_timeout)
         t1 = time.perf_counter()
         reports = {link.host.name: link.jobs for link in links}
-        model = merge_reports(reports, tuple(self.links), self.stage_started)
+        model = merge_reports(reports, tuple(self.links), self.stage_started, self.merge_cache)
         planned = plan_hosts(model, self.cfg.scheduling.policy, self.cfg.queues)
         t2 = time.perf_counter()
         keepalive = self.cfg.failure.plan_ttl / 3
@@ -178,7 +186,7 @@ class Coordinator:
     async def _watch(self, link: AgentLink) -> None:
         while True:
             try:
-                async for ev in link.stub.WatchEvents(pb.WatchRequest()):
+                async for ev in link.stub.WatchEvents(pb.WatchRequest(), metadata=link.metadata):
                     if ev.kind == pb.StageEvent.STAGE_STARTED:
                         self.stage_started.setdefault((ev.cojob_id, ev.stage), ev.time)
                     if self.cfg.scheduling.event_driven and ev.kind != pb.StageEvent.REGISTERED:

@@ -26,7 +26,9 @@ def plan_hosts(model: Model, policy: str, queues: QueueConfig) -> Planned:
     sched = schedule(snap, policy)
     pr = flow_priorities(snap, sched, queues)
     plans: dict[str, HostPlan] = {h: {} for h in model.hosts}
-    remote = np.flatnonzero(snap.flow_src != snap.flow_dst)
-    for i in remote.tolist():
-        plans[model.flow_src[i]][model.flow_ids[i]] = (int(pr.band[i]), int(pr.dscp[i]))
+    remote = np.flatnonzero(snap.flow_src != snap.flow_dst).tolist()
+    bands, dscps = pr.band.tolist(), pr.dscp.tolist()
+    src, ids = model.flow_src, model.flow_ids
+    for i in remote:
+        plans[src[i]][ids[i]] = (bands[i], dscps[i])
     return Planned(plans, sched.ordered_ids(), len(snap.stage_ids))

@@ -4,6 +4,11 @@ Each agent reports the jobs its local participants registered, with the flows th
 send. A job spread over several hosts is merged by (cojob, job): flows are united by
 flow id, progress is the slowest participant's, and a job any participant reported
 finished is gone. Every job is assumed to run all its remaining stages (online).
+
+Registrations are immutable once accepted, so the validated :class:`ReportedJob`
+templates are reused across cycles and progress travels beside them
+(:class:`JobReport`); :class:`MergeCache` keeps the flow tuples built for a job as long
+as the templates it was built from are the same objects.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ class ReportedFlow:
     bytes_per_iteration: float
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class ReportedJob:
+    """A validated registration, as one agent reported it (no progress)."""
+
     cojob_id: str
     job_id: str
     arch: str
@@ -34,9 +41,14 @@ class ReportedJob:
     model_bytes: float
     compute_time: float
     arrival: float
-    iterations_done: int
-    finished: bool
     flows: dict[str, ReportedFlow] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobReport:
+    job: ReportedJob
+    iterations_done: int = 0
+    finished: bool = False
 
 
 @dataclass
@@ -49,77 +61,98 @@ class Model:
     flow_src: list[str]
 
 
+@dataclass
+class _Built:
+    parts: tuple[ReportedJob, ...]  # held so their ids stay unique while cached
+    flows: tuple[FlowSpec, ...]
+    ids: list[str]
+    src: list[str]
+
+
+class MergeCache:
+    def __init__(self) -> None:
+        self.entries: dict[tuple[int, ...], _Built] = {}
+
+
 def merge_reports(
-    reports: dict[str, list[ReportedJob]],
+    reports: dict[str, list[JobReport]],
     hosts: tuple[str, ...],
     stage_started: dict[tuple[str, int], float] | None = None,
+    cache: MergeCache | None = None,
 ) -> Model:
-    """Merge per-host job reports into cojobs. Unknown hosts in flows are dropped
-    (logged): the coordinator only schedules hosts of its config."""
+    """Merge per-host job reports into cojobs. Flows naming hosts outside the config
+    are dropped (logged): the coordinator only schedules hosts of its config."""
     known = set(hosts)
-    jobs: dict[tuple[str, str], ReportedJob] = {}
+    parts: dict[tuple[str, str], list[JobReport]] = {}
     for host in sorted(reports):
-        for rj in reports[host]:
-            key = (rj.cojob_id, rj.job_id)
-            cur = jobs.get(key)
-            if cur is None:
-                cur = ReportedJob(
-                    rj.cojob_id,
-                    rj.job_id,
-                    rj.arch,
-                    rj.stage_iterations,
-                    rj.model_bytes,
-                    rj.compute_time,
-                    rj.arrival,
-                    rj.iterations_done,
-                    rj.finished,
-                )
-                jobs[key] = cur
-            else:
-                if cur.stage_iterations != rj.stage_iterations:
-                    log.warning(
-                        "job %s/%s: hosts disagree on stages %s vs %s; using the first",
-                        rj.cojob_id,
-                        rj.job_id,
-                        cur.stage_iterations,
-                        rj.stage_iterations,
-                    )
-                cur.iterations_done = min(cur.iterations_done, rj.iterations_done)
-                cur.finished = cur.finished or rj.finished
-                cur.arrival = min(cur.arrival, rj.arrival)
-            for fid, f in rj.flows.items():
-                if f.src_host not in known or f.dst_host not in known:
-                    log.warning("flow %s names a host outside the config; ignored", fid)
-                    continue
-                cur.flows.setdefault(fid, f)
+        for jr in reports[host]:
+            parts.setdefault((jr.job.cojob_id, jr.job.job_id), []).append(jr)
 
-    by_cojob: dict[str, list[ReportedJob]] = {}
-    for (cid, _), rj in sorted(jobs.items()):
-        if not rj.finished and rj.flows:
-            by_cojob.setdefault(cid, []).append(rj)
+    cache = cache or MergeCache()
+    used: dict[tuple[int, ...], _Built] = {}
+    by_cojob: dict[str, list[tuple[ReportedJob, int, float, _Built]]] = {}
+    for (cid, jid), reps in sorted(parts.items()):
+        if any(r.finished for r in reps):
+            continue
+        first = reps[0].job
+        for r in reps[1:]:
+            if r.job.stage_iterations != first.stage_iterations:
+                log.warning(
+                    "job %s/%s: hosts disagree on stages %s vs %s; using the first",
+                    cid,
+                    jid,
+                    first.stage_iterations,
+                    r.job.stage_iterations,
+                )
+        key = tuple(id(r.job) for r in reps)
+        built = cache.entries.get(key) or _build(tuple(r.job for r in reps), known)
+        used[key] = built
+        if not built.flows:
+            continue
+        done = min(r.iterations_done for r in reps)
+        arrival = min(r.job.arrival for r in reps)
+        by_cojob.setdefault(cid, []).append((first, done, arrival, built))
+    cache.entries = used
+
     cojobs: list[Cojob] = []
     flow_ids: list[str] = []
     flow_src: list[str] = []
-    order = sorted(by_cojob, key=lambda c: (min(j.arrival for j in by_cojob[c]), c))
-    for cid in order:
+    for cid in sorted(by_cojob, key=lambda c: (min(m[2] for m in by_cojob[c]), c)):
         members = by_cojob[cid]
-        stages = max((j.stage_iterations for j in members), key=len)
-        model_jobs = []
-        for rj in members:
-            fl = sorted(rj.flows.values(), key=lambda f: f.flow_id)
-            model_jobs.append(
-                Job.explicit(
+        stages = max((m[0].stage_iterations for m in members), key=len)
+        total = sum(stages)
+        jobs = []
+        for rj, done, _, built in members:
+            jobs.append(
+                Job(
                     rj.job_id,
-                    [FlowSpec(f.src_host, f.dst_host, f.bytes_per_iteration) for f in fl],
-                    done=min(rj.iterations_done, sum(stages)),
+                    "flows",
+                    built.flows,
                     compute_time=rj.compute_time,
+                    done=min(done, total),
                 )
             )
-            flow_ids += [f.flow_id for f in fl]
-            flow_src += [f.src_host for f in fl]
-        arrival = min(j.arrival for j in members)
+            flow_ids += built.ids
+            flow_src += built.src
         started = tuple(
             (stage_started or {}).get((cid, k + 1), math.inf) for k in range(len(stages))
         )
-        cojobs.append(Cojob(cid, tuple(stages), tuple(model_jobs), arrival, started))
+        cojobs.append(Cojob(cid, tuple(stages), tuple(jobs), min(m[2] for m in members), started))
     return Model(hosts, cojobs, flow_ids, flow_src)
+
+
+def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
+    flows: dict[str, ReportedFlow] = {}
+    for p in parts:
+        for fid, f in p.flows.items():
+            if f.src_host not in known or f.dst_host not in known:
+                log.warning("flow %s names a host outside the config; ignored", fid)
+                continue
+            flows.setdefault(fid, f)
+    ordered = [flows[k] for k in sorted(flows)]
+    return _Built(
+        parts,
+        tuple(FlowSpec(f.src_host, f.dst_host, f.bytes_per_iteration) for f in ordered),
+        [f.flow_id for f in ordered],
+        [f.src_host for f in ordered],
+    )

@@ -62,6 +62,12 @@ def _cmd_coordinator(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
+    from coordinator.bench import bench_coordinator
+
+    return bench_coordinator(args.agents, args.stages, args.seed, args.runs, args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -122,6 +128,17 @@ def build_parser() -> argparse.ArgumentParser:
     ba.add_argument("--flows", type=int, default=1000)
     ba.add_argument("--runs", type=int, default=5)
     ba.add_argument("--json", metavar="PATH")
+    bc = add(
+        "coordinator",
+        _cmd_bench_coordinator,
+        "one full coordinator cycle against in-process agents over loopback gRPC",
+        bsub,
+    )
+    bc.add_argument("--agents", type=int, default=1000)
+    bc.add_argument("--stages", type=int, default=10000)
+    bc.add_argument("--seed", type=int, default=1)
+    bc.add_argument("--runs", type=int, default=3)
+    bc.add_argument("--json", metavar="PATH")
     br = add(
         "ratio",
         _cmd_bench_ratio,

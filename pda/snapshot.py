@@ -67,6 +67,10 @@ def build_snapshot(
     With ``known_survivors`` a job with a known stage count contributes nothing to the
     stages after it (offline view); otherwise every job is assumed to run all remaining
     stages (the online assumption of the grouper paper, Section IV-C).
+
+    One pass in Python collects flat arrays (flows, jobs, stage rows); the loads are
+    then sparse-matrix algebra: ``stage_loads = A @ job_iter_loads`` where ``A[row, j]``
+    is the iterations job ``j`` still has in the stage of that row.
     """
     hosts = tuple(hosts)
     host_index = {h: i for i, h in enumerate(hosts)}
@@ -74,26 +78,22 @@ def build_snapshot(
         raise ConfigError("hosts", "duplicate host names")
     nh = len(hosts)
 
+    f_job: list[int] = []
+    f_src: list[int] = []
+    f_dst: list[int] = []
+    f_bytes: list[float] = []
+    job_ids: list[str] = []
+    job_cojob: list[int] = []
+    job_stage: list[int] = []
+    job_rem_iters: list[float] = []
+    a_rows: list[int] = []
+    a_cols: list[int] = []
+    a_vals: list[float] = []
     stage_ids: list[str] = []
     st_cojob: list[int] = []
     st_number: list[int] = []
     st_prev: list[int] = []
     st_started: list[float] = []
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-
-    job_ids: list[str] = []
-    job_cojob: list[int] = []
-    job_stage: list[int] = []
-    job_remaining: list[float] = []
-    jrows: list[np.ndarray] = []
-    jcols: list[np.ndarray] = []
-    jvals: list[np.ndarray] = []
-    f_job: list[int] = []
-    f_src: list[int] = []
-    f_dst: list[int] = []
-    f_bytes: list[float] = []
 
     seen_cojobs: set[str] = set()
     for g, cj in enumerate(cojobs):
@@ -101,49 +101,50 @@ def build_snapshot(
         if cj.cojob_id in seen_cojobs:
             raise ConfigError(f"{where}.id", f"duplicate cojob id {cj.cojob_id!r}")
         seen_cojobs.add(cj.cojob_id)
-        iters = np.asarray(cj.stage_iterations, dtype=np.int64)
-        end = np.cumsum(iters)
-        start = end - iters
-        # per job: port vector of one iteration and remaining iterations per stage
-        job_ports: list[tuple[np.ndarray, np.ndarray]] = []
-        remaining = np.zeros((len(cj.jobs), cj.num_stages))
+        iters = cj.stage_iterations
+        bounds = []
+        end = 0
+        for it in iters:
+            bounds.append((end, end + it))
+            end += it
+        first_job = len(job_ids)
+        remaining: list[list[int]] = []
         for j, job in enumerate(cj.jobs):
-            jw = f"{where}.jobs[{j}]"
-            ports, loads = [], []
+            jw = len(job_ids)
             for i, f in enumerate(job.flows):
-                for end_name, host in (("src", f.src), ("dst", f.dst)):
-                    if host not in host_index:
-                        raise ConfigError(f"{jw}.flows[{i}].{end_name}", f"unknown host {host!r}")
+                try:
+                    s, d = host_index[f.src], host_index[f.dst]
+                except KeyError:
+                    bad = "src" if f.src not in host_index else "dst"
+                    host = f.src if bad == "src" else f.dst
+                    raise ConfigError(
+                        f"{where}.jobs[{j}].flows[{i}].{bad}", f"unknown host {host!r}"
+                    ) from None
                 if not (f.bytes > 0 and math.isfinite(f.bytes)):
                     raise ConfigError(
-                        f"{jw}.flows[{i}].bytes", f"must be positive, got {f.bytes!r}"
+                        f"{where}.jobs[{j}].flows[{i}].bytes", f"must be positive, got {f.bytes!r}"
                     )
-                s, d = host_index[f.src], host_index[f.dst]
-                f_job.append(len(job_ids) + j)
+                f_job.append(jw)
                 f_src.append(s)
                 f_dst.append(d)
                 f_bytes.append(f.bytes)
-                if s != d:
-                    ports += [s, nh + d]
-                    loads += [f.bytes, f.bytes]
-            if ports:
-                p = np.asarray(ports, dtype=np.int64)
-                uniq, inv = np.unique(p, return_inverse=True)
-                job_ports.append((uniq, np.bincount(inv, weights=loads)))
-            else:
-                job_ports.append((np.zeros(0, np.int64), np.zeros(0)))
-            runs = cj.num_stages
+            runs = len(iters)
             if known_survivors and job.stages is not None:
                 runs = job.stages
             done = max(0, job.done)
-            rem = np.clip(end - np.maximum(done, start), 0, iters).astype(float)
-            rem[runs:] = 0.0
-            remaining[j] = rem
+            rem = [
+                max(0, min(hi - max(done, lo), hi - lo)) if k < runs else 0
+                for k, (lo, hi) in enumerate(bounds)
+            ]
+            remaining.append(rem)
+            job_ids.append(f"{cj.cojob_id}:{job.job_id}")
+            job_cojob.append(g)
+            job_rem_iters.append(float(sum(rem)))
         # unfinished stages of this cojob become rows
-        row_of_stage = {}
+        row_of_stage: dict[int, int] = {}
         prev = -1
-        for k in range(cj.num_stages):
-            if not remaining[:, k].any():
+        for k in range(len(iters)):
+            if not any(rem[k] for rem in remaining):
                 continue
             r = len(stage_ids)
             row_of_stage[k] = r
@@ -156,36 +157,30 @@ def build_snapshot(
                 started = cj.arrival  # the cojob's first unfinished stage is under way
             st_started.append(started)
             prev = r
-            for j in range(len(cj.jobs)):
-                p, load = job_ports[j]
-                if remaining[j, k] > 0 and len(p):
-                    rows.append(np.full(len(p), r))
-                    cols.append(p)
-                    vals.append(load * remaining[j, k])
-        for j, job in enumerate(cj.jobs):
-            job_ids.append(f"{cj.cojob_id}:{job.job_id}")
-            job_cojob.append(g)
-            active = np.flatnonzero(remaining[j] > 0)
-            job_stage.append(row_of_stage[int(active[0])] if len(active) else -1)
-            per_iter = sum(f.bytes for f in job.flows if f.src != f.dst)
-            job_remaining.append(per_iter * remaining[j].sum())
-            p, load = job_ports[j]
-            jrows.append(np.full(len(p), len(job_ids) - 1))
-            jcols.append(p)
-            jvals.append(load)
+            for j, rem in enumerate(remaining):
+                if rem[k]:
+                    a_rows.append(r)
+                    a_cols.append(first_job + j)
+                    a_vals.append(rem[k])
+        for rem in remaining:
+            active = next((k for k, x in enumerate(rem) if x), None)
+            job_stage.append(row_of_stage[active] if active is not None else -1)
 
-    def csr(
-        r: list[np.ndarray], c: list[np.ndarray], v: list[np.ndarray], n: int
-    ) -> sparse.csr_matrix:
-        if r:
-            m = sparse.coo_matrix(
-                (np.concatenate(v), (np.concatenate(r), np.concatenate(c))), shape=(n, 2 * nh)
-            )
-        else:
-            m = sparse.coo_matrix((n, 2 * nh))
-        out = m.tocsr()
-        out.sum_duplicates()
-        return out
+    nj, ns = len(job_ids), len(stage_ids)
+    fj = np.asarray(f_job, dtype=np.int64)
+    fs = np.asarray(f_src, dtype=np.int64)
+    fd = np.asarray(f_dst, dtype=np.int64)
+    fb = np.asarray(f_bytes, dtype=float)
+    remote = fs != fd
+    rows = np.concatenate([fj[remote], fj[remote]])
+    cols = np.concatenate([fs[remote], nh + fd[remote]])
+    vals = np.concatenate([fb[remote], fb[remote]])
+    job_iter = sparse.csr_matrix((vals, (rows, cols)), shape=(nj, 2 * nh))
+    job_iter.sum_duplicates()
+    a = sparse.csr_matrix((np.asarray(a_vals, dtype=float), (a_rows, a_cols)), shape=(ns, nj))
+    stage_loads = (a @ job_iter).tocsr()
+    stage_loads.sum_duplicates()
+    per_iter_sent = np.bincount(fj[remote], weights=fb[remote], minlength=nj)
 
     return Snapshot(
         hosts=hosts,
@@ -196,14 +191,14 @@ def build_snapshot(
         stage_number=np.asarray(st_number, dtype=np.int64),
         stage_prev=np.asarray(st_prev, dtype=np.int64),
         stage_started=np.asarray(st_started, dtype=float),
-        stage_loads=csr(rows, cols, vals, len(stage_ids)),
+        stage_loads=stage_loads,
         job_ids=job_ids,
         job_cojob=np.asarray(job_cojob, dtype=np.int64),
         job_stage=np.asarray(job_stage, dtype=np.int64),
-        job_iter_loads=csr(jrows, jcols, jvals, len(job_ids)),
-        job_remaining=np.asarray(job_remaining, dtype=float),
-        flow_job=np.asarray(f_job, dtype=np.int64),
-        flow_src=np.asarray(f_src, dtype=np.int64),
-        flow_dst=np.asarray(f_dst, dtype=np.int64),
-        flow_bytes=np.asarray(f_bytes, dtype=float),
+        job_iter_loads=job_iter,
+        job_remaining=per_iter_sent * np.asarray(job_rem_iters, dtype=float),
+        flow_job=fj,
+        flow_src=fs,
+        flow_dst=fd,
+        flow_bytes=fb,
     )

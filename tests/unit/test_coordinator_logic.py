@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from coordinator.links import parse_report
 from coordinator.planner import plan_hosts
-from coordinator.snapshot import ReportedFlow, ReportedJob, merge_reports
+from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob, merge_reports
 from grouper.errors import ConfigError
 from grouper.v1 import agent_pb2 as pb
 from pda.priorities import QueueConfig
@@ -41,8 +41,8 @@ def test_bad_jobs_in_a_report_are_dropped_with_the_field_named():
         host="h1",
         jobs=[js(), js(job="bad", dst="zz"), js(job="over", done=99), js(job="neg", stages=(0,))],
     )
-    jobs, errors = parse_report(report, "h1", HOSTS)
-    assert [j.job_id for j in jobs] == ["j"]
+    jobs, errors, _ = parse_report(report, "h1", HOSTS)
+    assert [j.job.job_id for j in jobs] == ["j"]
     assert errors == [
         "report.jobs[1].flows[0].dst_host: unknown host 'zz'",
         "report.jobs[2].iterations_done: exceeds 12: 99",
@@ -51,8 +51,8 @@ def test_bad_jobs_in_a_report_are_dropped_with_the_field_named():
 
 
 def test_agents_only_speak_for_flows_their_host_sends():
-    jobs, _ = parse_report(pb.HostReport(host="h1", jobs=[js(src="h2", dst="h1")]), "h1", HOSTS)
-    assert jobs[0].flows == {}
+    jobs, _, _ = parse_report(pb.HostReport(host="h1", jobs=[js(src="h2", dst="h1")]), "h1", HOSTS)
+    assert jobs[0].job.flows == {}
 
 
 flow_specs = st.builds(
@@ -87,7 +87,7 @@ reports = st.builds(
 @settings(max_examples=300, deadline=None)
 @given(report=reports)
 def test_fuzz_reports_never_crash_and_what_passes_can_be_scheduled(report):
-    jobs, errors = parse_report(report, "h1", HOSTS)
+    jobs, errors, _ = parse_report(report, "h1", HOSTS)
     assert len(jobs) + len(errors) == len(report.jobs)
     assert all(e.startswith("report.jobs[") for e in errors)
     model = merge_reports({"h1": jobs}, ("h1", "h2", "h3"))
@@ -95,7 +95,7 @@ def test_fuzz_reports_never_crash_and_what_passes_can_be_scheduled(report):
 
 
 def rj(cojob, job, flows, done=0, finished=False, stages=(4, 8), arrival=0.0):
-    return ReportedJob(
+    template = ReportedJob(
         cojob,
         job,
         "flows",
@@ -103,10 +103,9 @@ def rj(cojob, job, flows, done=0, finished=False, stages=(4, 8), arrival=0.0):
         0.0,
         0.0,
         arrival,
-        done,
-        finished,
         {f: ReportedFlow(f, s, d, b) for f, s, d, b in flows},
     )
+    return JobReport(template, done, finished)
 
 
 def test_merge_unites_flows_takes_slowest_progress_and_drops_finished_jobs():
@@ -140,3 +139,28 @@ def test_plans_key_flows_by_id_and_rank_stages_per_sender():
     assert planned.plans["h2"] == {}
     fs = plan_hosts(merge_reports(reports, ("h1", "h2")), "fs", QueueConfig())
     assert set(fs.plans["h1"].values()) == {(6, 8)}
+
+
+def test_report_cache_reuses_validation_but_reads_progress_anew():
+    report = pb.HostReport(host="h1", jobs=[js(done=1), js(job="bad", dst="zz")])
+    jobs, errors, cache = parse_report(report, "h1", HOSTS)
+    report.jobs[0].iterations_done = 5
+    again, errors2, cache2 = parse_report(report, "h1", HOSTS, cache)
+    assert [j.iterations_done for j in jobs] == [1] and [j.iterations_done for j in again] == [5]
+    assert errors == errors2 and cache2.keys() == cache.keys()
+    assert again[0].job is jobs[0].job  # the validated template was reused
+
+
+def test_merge_cache_rebuilds_only_when_templates_change():
+    from coordinator.snapshot import MergeCache
+
+    a = rj("A", "j", [("A/j/h2:1", "h1", "h2", 5.0)])
+    cache = MergeCache()
+    m1 = merge_reports({"h1": [a]}, ("h1", "h2"), cache=cache)
+    m2 = merge_reports({"h1": [JobReport(a.job, 3)]}, ("h1", "h2"), cache=cache)
+    assert m1.cojobs[0].jobs[0].flows is m2.cojobs[0].jobs[0].flows
+    assert m2.cojobs[0].jobs[0].done == 3
+    b = rj("A", "j", [("A/j/h2:1", "h1", "h2", 7.0)])
+    m3 = merge_reports({"h1": [b]}, ("h1", "h2"), cache=cache)
+    assert m3.cojobs[0].jobs[0].flows[0].bytes == 7.0
+    assert len(cache.entries) == 1
