@@ -91,7 +91,17 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         )
         pbg.add_AgentServicer_to_server(AgentServicer(core), public)
         health_pb2_grpc.add_HealthServicer_to_server(health_svc, public)
-        public.add_insecure_port(opts.listen)
+        if cfg.tls is None:
+            public.add_insecure_port(opts.listen)
+        else:  # mutual TLS: only clients with a certificate from our CA get in
+            public.add_secure_port(
+                opts.listen,
+                grpc.ssl_server_credentials(
+                    [(Path(cfg.tls.key).read_bytes(), Path(cfg.tls.cert).read_bytes())],
+                    root_certificates=Path(cfg.tls.ca).read_bytes(),
+                    require_client_auth=True,
+                ),
+            )
         pbg.add_RegistryServicer_to_server(RegistryServicer(core), local)
         sock = Path(opts.socket)
         sock.parent.mkdir(parents=True, exist_ok=True)

@@ -132,7 +132,9 @@ def parse_cluster_config(data: Any) -> ClusterConfig:
     coord = v.mapping(top.get("coordinator", {}), "coordinator", ("listen",))
     listen = _address(coord.get("listen", "0.0.0.0:7000"), "coordinator.listen")
     metrics = v.mapping(top.get("metrics", {}), "metrics", ("coordinator",))
-    coord_metrics = _address(metrics.get("coordinator", "0.0.0.0:9100"), "metrics.coordinator")
+    coord_metrics = _address(
+        metrics.get("coordinator", "0.0.0.0:9100"), "metrics.coordinator", zero_port_off=True
+    )
     tls = None
     if "tls" in top and top["tls"] is not None:
         t = v.mapping(top["tls"], "tls", ("ca", "cert", "key"))
@@ -140,12 +142,14 @@ def parse_cluster_config(data: Any) -> ClusterConfig:
     return ClusterConfig(name, hosts, queues, sched, failure, agent, listen, coord_metrics, tls)
 
 
-def _address(value: Any, path: str) -> str:
+def _address(value: Any, path: str, *, zero_port_off: bool = False) -> str:
+    """HOST:PORT or unix:PATH; with ``zero_port_off``, port 0 means "off"."""
     text = v.string(value, path)
     if text.startswith("unix:"):
         return text
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    lowest = 0 if zero_port_off else 1
+    if not sep or not host or not port.isdigit() or not lowest <= int(port) < 65536:
         raise ConfigError(path, f"expected HOST:PORT or unix:PATH, got {text!r}")
     return text
 

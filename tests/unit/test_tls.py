@@ -1,0 +1,165 @@
+"""Mutual TLS between coordinator and agent: the agent's certificate must name its host."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+import grpc
+import pytest
+
+from agent.service import AgentServicer
+from coordinator.loop import Coordinator
+from grouper.cluster_config import parse_cluster_config
+from grouper.v1 import agent_pb2_grpc as pbg
+
+
+def openssl(*args: str, cwd) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=grouper-test-ca",
+        cwd=d,
+    )
+    for name in ("h1", "coordinator"):
+        openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={name}",
+            cwd=d,
+        )
+        (d / f"{name}.ext").write_text(f"subjectAltName=DNS:{name}\n")
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+            cwd=d,
+        )
+    return d
+
+
+class FakeCore:
+    """Just enough of AgentCore for Collect."""
+
+    def __init__(self, host):
+        self.host = host
+        self.version = 0
+        self.priorities_active = False
+        self.registry = type("R", (), {"jobs": {}})()
+        self.kernel = type("K", (), {"backend": "htb"})()
+
+    async def counters(self):
+        return {}
+
+    async def apply_plan(self, plan):
+        self.version = plan["version"]
+        return True, "", 0
+
+
+async def scenario(pki, configured_name: str) -> bool:
+    server = grpc.aio.server()
+    pbg.add_AgentServicer_to_server(AgentServicer(FakeCore(configured_name)), server)
+    creds = grpc.ssl_server_credentials(
+        [((pki / "h1.key").read_bytes(), (pki / "h1.pem").read_bytes())],
+        root_certificates=(pki / "ca.pem").read_bytes(),
+        require_client_auth=True,
+    )
+    port = server.add_secure_port("127.0.0.1:0", creds)
+    await server.start()
+    cfg = parse_cluster_config(
+        {
+            "cluster": "tls",
+            "hosts": [
+                {
+                    "name": configured_name,
+                    "address": "10.0.0.1",
+                    "nic": "eth0",
+                    "agent": f"127.0.0.1:{port}",
+                }
+            ],
+            "tls": {
+                "ca": str(pki / "ca.pem"),
+                "cert": str(pki / "coordinator.pem"),
+                "key": str(pki / "coordinator.key"),
+            },
+        }
+    )
+    coord = Coordinator(cfg, rpc_timeout=3.0)
+    try:
+        stats = await coord.cycle()
+        return stats.agents_up == 1
+    finally:
+        await coord.close()
+        await server.stop(None)
+
+
+def test_agent_with_matching_certificate_is_served(pki):
+    assert asyncio.run(scenario(pki, "h1"))
+
+
+def test_agent_whose_certificate_names_another_host_is_refused(pki):
+    # the process at this address holds h1's certificate but is configured as h2
+    assert not asyncio.run(scenario(pki, "h2"))
+
+
+def test_client_without_certificate_is_refused(pki):
+    async def run() -> None:
+        server = grpc.aio.server()
+        pbg.add_AgentServicer_to_server(AgentServicer(FakeCore("h1")), server)
+        port = server.add_secure_port(
+            "127.0.0.1:0",
+            grpc.ssl_server_credentials(
+                [((pki / "h1.key").read_bytes(), (pki / "h1.pem").read_bytes())],
+                root_certificates=(pki / "ca.pem").read_bytes(),
+                require_client_auth=True,
+            ),
+        )
+        await server.start()
+        try:
+            creds = grpc.ssl_channel_credentials((pki / "ca.pem").read_bytes())
+            async with grpc.aio.secure_channel(
+                f"127.0.0.1:{port}", creds, options=[("grpc.ssl_target_name_override", "h1")]
+            ) as ch:
+                from grouper.v1 import agent_pb2 as pb
+
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=3)
+        finally:
+            await server.stop(None)
+
+    asyncio.run(run())
