@@ -4,7 +4,8 @@
 * ``baraat``: FIFO by stage arrival (stage start time, then cojob, then stage number).
 * ``sincronia``: primal-dual (same core as PDA) over each job's current-iteration
   coflow, unit weights, no stage chains: stage-agnostic.
-* ``sptf``: shortest remaining job data first (jobs by bytes left to send).
+* ``sptf``: shortest remaining job data first (jobs by bytes left to send), knowing
+  each job's true size (clairvoyant, as SRPT-style baselines are).
 * ``grouper`` / ``grouper-offline``: PDA over stages. They differ only in the
   snapshot: online assumes every job runs all remaining stages, offline knows which
   jobs die (build it with ``known_survivors=True``).
@@ -26,8 +27,10 @@ POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper", "grouper-offline")
 
 
 def knows_survivors(policy: str) -> bool:
-    """Whether the policy may see which jobs die (only the offline oracle may)."""
-    return policy == "grouper-offline"
+    """Whether the policy may see which jobs die: the offline oracle, and ``sptf``,
+    which like every SRPT-style scheduler is clairvoyant about job sizes (the paper's
+    Fig. 3(c) orders job 2 (1 unit) and job 4 (2 units) first because it knows them)."""
+    return policy in ("grouper-offline", "sptf")
 
 
 @dataclass
@@ -40,12 +43,49 @@ class Schedule:
     loads: sparse.csr_matrix
     order: np.ndarray  # unit rows, highest priority first; empty for fs
     flow_unit: np.ndarray  # unit row of every snapshot flow, -1 if none
+    late: np.ndarray | None = None  # units not in the previous order (arrived since)
 
     def ordered_ids(self) -> list[str]:
         return [self.unit_ids[i] for i in self.order]
 
 
-def schedule(snap: Snapshot, policy: str) -> Schedule:
+def schedule(snap: Snapshot, policy: str, previous: list[str] | None = None) -> Schedule:
+    """The policy's order; with ``previous`` (unit ids of the last order) no new order
+    is computed: known units keep their previous order and units that arrived since
+    are appended, marked ``late`` (they go through admission)."""
+    sched = _schedule(snap, policy) if previous is None else _units(snap, policy)
+    if previous is None or sched.unit_kind == "none":
+        return sched
+    index = {u: i for i, u in enumerate(sched.unit_ids)}
+    known = [index[u] for u in previous if u in index]
+    seen = set(known)
+    late = [i for i in range(len(sched.unit_ids)) if i not in seen]
+    sched.order = np.asarray(known + late, dtype=np.int64)
+    sched.late = np.zeros(len(sched.unit_ids), dtype=bool)
+    sched.late[late] = True
+    return sched
+
+
+def _units(snap: Snapshot, policy: str) -> Schedule:
+    """The policy's units with an empty order (for reuse of a previous order)."""
+    if policy in ("grouper", "grouper-offline", "baraat"):
+        stage_of_flow = snap.job_stage[snap.flow_job] if len(snap.flow_job) else snap.flow_job
+        return Schedule(
+            policy, "stage", snap.stage_ids, snap.stage_loads, np.zeros(0, np.int64), stage_of_flow
+        )
+    if policy in ("sincronia", "sptf"):
+        active = snap.job_stage >= 0
+        fu = (
+            np.where(active[snap.flow_job], snap.flow_job, -1)
+            if len(snap.flow_job)
+            else snap.flow_job
+        )
+        loads = snap.job_iter_loads.multiply(active[:, None]).tocsr()
+        return Schedule(policy, "job", snap.job_ids, loads, np.zeros(0, np.int64), fu)
+    return _schedule(snap, policy)
+
+
+def _schedule(snap: Snapshot, policy: str) -> Schedule:
     if policy not in POLICIES:
         raise ConfigError("policy", f"must be one of {', '.join(POLICIES)}; got {policy!r}")
     stage_of_flow = snap.job_stage[snap.flow_job] if len(snap.flow_job) else snap.flow_job
@@ -82,11 +122,13 @@ def schedule(snap: Snapshot, policy: str) -> Schedule:
     )
 
 
-def flow_priorities(snap: Snapshot, sched: Schedule, cfg: QueueConfig) -> FlowPriorities:
+def flow_priorities(
+    snap: Snapshot, sched: Schedule, cfg: QueueConfig, *, unlimited: bool = False
+) -> FlowPriorities:
     if sched.unit_kind == "none":
         n = len(snap.flow_job)
         band = np.full(n, cfg.default_band, dtype=np.int64)
-        return FlowPriorities(band, np.asarray(cfg.dscp_table)[band], sched.flow_unit)
+        return FlowPriorities(band, np.asarray(cfg.dscp_table)[band], sched.flow_unit, band)
     return map_priorities(
         sched.loads,
         sched.order,
@@ -95,6 +137,8 @@ def flow_priorities(snap: Snapshot, sched: Schedule, cfg: QueueConfig) -> FlowPr
         snap.flow_dst,
         len(snap.hosts),
         cfg,
+        late=sched.late,
+        unlimited=unlimited,
     )
 
 

@@ -112,13 +112,21 @@ class PortBands:
 
 
 def port_bands(
-    loads: sparse.spmatrix, order: np.ndarray, cfg: QueueConfig, active: np.ndarray | None = None
+    loads: sparse.spmatrix,
+    order: np.ndarray,
+    cfg: QueueConfig,
+    active: np.ndarray | None = None,
+    late: np.ndarray | None = None,
+    unlimited: bool = False,
 ) -> PortBands:
     """Rank the units on every port in global order and turn ranks into bands.
 
     Only ``active`` units (those with traffic now, e.g. the stage each job is in) take
     a rank; a cojob's later stages get theirs when they start, so they do not use up
-    the few queues a port has.
+    the few queues a port has. ``late`` units arrived after the order was computed (they
+    sit at its end): with admission on, each must pass AdaDUAL against the ordered
+    units already on the port, or it waits in the scavenger band. ``unlimited`` gives
+    every rank its own band (the infinite-queue ablation; bands may exceed ``queues``).
     """
     coo = sparse.coo_matrix(loads)
     keep = coo.data > 0
@@ -137,7 +145,17 @@ def port_bands(
 
     data = np.asarray(cfg.data_bands, dtype=np.int64)
     nd = len(data)
+    if unlimited:
+        bands = data[0] + rank
+        return PortBands(sparse.csr_matrix((bands + 1, (units, ports)), shape=loads.shape))
     bands = data[np.minimum(rank, nd - 1)]
+    if late is not None and cfg.admission is not None and cfg.scavenger_band is not None:
+        is_late = np.asarray(late, dtype=bool)[units]
+        for i in np.flatnonzero(is_late):
+            lo, hi = np.searchsorted(ports, [ports[i], ports[i] + 1])
+            others = [vals[j] for j in range(lo, hi) if not is_late[j]]
+            if not adadual_admit(vals[i], others, cfg.admission):
+                bands[i] = cfg.scavenger_band
     if cfg.admission is not None and cfg.scavenger_band is not None:
         for start, size in zip(group_start[sizes > nd], sizes[sizes > nd], strict=True):
             owner_load = vals[start + nd - 1]
@@ -158,6 +176,7 @@ class FlowPriorities:
     band: np.ndarray
     dscp: np.ndarray
     unit: np.ndarray  # unit row of every flow, -1 when the flow's job has no unit
+    recv_band: np.ndarray | None = None  # the band behind the DSCP
 
 
 def map_priorities(
@@ -168,14 +187,17 @@ def map_priorities(
     flow_dst: np.ndarray,
     num_hosts: int,
     cfg: QueueConfig,
+    late: np.ndarray | None = None,
+    unlimited: bool = False,
 ) -> FlowPriorities:
     """Bands and DSCPs of flows whose unit is ``flow_unit`` (-1: not scheduled).
 
-    Units that no flow belongs to are not active and take no rank.
+    Units that no flow belongs to are not active and take no rank. With ``unlimited``
+    the DSCP array holds the receiver-side band itself (no table can encode it).
     """
     active = np.zeros(loads.shape[0], dtype=bool)
     active[flow_unit[flow_unit >= 0]] = True
-    pb = port_bands(loads, order, cfg, active)
+    pb = port_bands(loads, order, cfg, active, late, unlimited)
     table = np.asarray(cfg.dscp_table, dtype=np.int64)
     n = len(flow_unit)
     band = np.full(n, cfg.default_band, dtype=np.int64)
@@ -185,4 +207,5 @@ def map_priorities(
         u = flow_unit[ok]
         band[ok] = pb.lookup(u, flow_src[ok], cfg.default_band)
         recv_band[ok] = pb.lookup(u, num_hosts + flow_dst[ok], cfg.default_band)
-    return FlowPriorities(band, table[recv_band], np.asarray(flow_unit))
+    dscp = recv_band if unlimited else table[recv_band]
+    return FlowPriorities(band, dscp, np.asarray(flow_unit), recv_band)

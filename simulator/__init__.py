@@ -1,0 +1,1 @@
+"""Flow-level, event-driven simulator running the same scheduling core as deployment."""

@@ -1,0 +1,330 @@
+"""Event-driven fluid simulation of cojobs on a topology under a scheduling policy.
+
+Time jumps from event to event: a cojob arrival, the end of a compute gap, a flow
+completion, a scheduling boundary. A job runs iterations: a compute gap, then the
+iteration's flows (PS push and pull, or every ring hop, all at once); the next
+iteration starts when all of them are done. A stage ends when every job in it has
+finished its iterations; then the jobs that lose (their hidden stage count is reached)
+are killed and the survivors start the next stage.
+
+Scheduling uses ``pda/`` exactly as the coordinator does: at every period boundary
+(``period = 0``: at every event) the policy orders the units and they are mapped to
+per-port bands with the same queues, reserved bands, scavenger band and admission.
+Between boundaries, when stages start or end, the previous order is re-mapped: the
+next stage moves up at once and stages that arrived since go through AdaDUAL.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import sparse
+
+from pda.model import Cojob, FlowSpec, Job
+from pda.policies import flow_priorities, knows_survivors, schedule
+from pda.priorities import QueueConfig
+from pda.snapshot import build_snapshot
+from simulator.allocator import allocate
+from simulator.topology import Topology
+
+EPS = 1e-9
+
+
+@dataclass
+class SimJob:
+    cojob: int
+    job_id: str
+    src: np.ndarray  # host index per flow
+    dst: np.ndarray
+    size: np.ndarray  # bytes per iteration per flow
+    paths: list[np.ndarray]
+    compute: float
+    runs: int  # stages the job runs before it is killed (hidden from online policies)
+    done: int = 0
+    phase: str = "idle"  # compute | comm | barrier | dead
+    until: float = math.inf
+    remaining: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    band: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    rband: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    end: float = math.nan
+
+
+@dataclass
+class SimCojob:
+    cojob_id: str
+    arrival: float
+    iters: tuple[int, ...]
+    jobs: list[int]
+    stage: int = -1
+    started: list[float] = field(default_factory=list)
+    finished: list[float] = field(default_factory=list)
+
+    @property
+    def bounds(self) -> list[int]:
+        return list(np.cumsum(self.iters))
+
+
+@dataclass
+class SimResult:
+    policy: str
+    stages: list[dict]  # cojob, stage, start, end, sct, duration
+    jobs: list[dict]  # cojob, job, arrival, end, jct, stages
+    events: int
+    reschedules: int
+
+
+class Engine:
+    def __init__(
+        self,
+        cojobs: list[Cojob],
+        topo: Topology,
+        policy: str,
+        *,
+        queues: QueueConfig | None = None,
+        period: float = 0.0,
+        unlimited: bool = False,
+        seed: int = 0,
+    ) -> None:
+        self.topo = topo
+        self.policy = policy
+        self.queues = queues or QueueConfig()
+        self.period = period
+        self.unlimited = unlimited
+        self.knows = knows_survivors(policy)
+        host = {h: i for i, h in enumerate(topo.hosts)}
+        self.jobs: list[SimJob] = []
+        self.cojobs: list[SimCojob] = []
+        for g, cj in enumerate(sorted(cojobs, key=lambda c: c.arrival)):
+            ids = []
+            for job in cj.jobs:
+                src = np.asarray([host[f.src] for f in job.flows], dtype=np.int64)
+                dst = np.asarray([host[f.dst] for f in job.flows], dtype=np.int64)
+                paths = [
+                    np.asarray(topo.path(s, d, f"{cj.cojob_id}/{job.job_id}/{k}"))
+                    for k, (s, d) in enumerate(zip(src, dst, strict=True))
+                ]
+                ids.append(len(self.jobs))
+                self.jobs.append(
+                    SimJob(
+                        g,
+                        job.job_id,
+                        src,
+                        dst,
+                        np.asarray([f.bytes for f in job.flows]),
+                        paths,
+                        job.compute_time,
+                        job.stages or cj.num_stages,
+                    )
+                )
+            self.cojobs.append(SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids))
+        self.t = 0.0
+        self.last_order: list[str] | None = None
+        self.events = 0
+        self.reschedules = 0
+
+    # -- job life ------------------------------------------------------------------
+    def _start_iteration(self, j: SimJob) -> None:
+        if j.compute > 0:
+            j.phase, j.until = "compute", self.t + j.compute
+        else:
+            self._start_comm(j)
+
+    def _start_comm(self, j: SimJob) -> None:
+        j.phase, j.until = "comm", math.inf
+        j.remaining = np.where(j.src == j.dst, 0.0, j.size)
+
+    def _start_cojob(self, g: int) -> None:
+        c = self.cojobs[g]
+        c.stage = 0
+        c.started.append(self.t)
+        for ji in c.jobs:
+            self._start_iteration(self.jobs[ji])
+
+    def _iteration_done(self, j: SimJob) -> bool:
+        """Returns True when a stage boundary changed the set of active stages."""
+        j.done += 1
+        c = self.cojobs[j.cojob]
+        if j.done < c.bounds[c.stage]:
+            self._start_iteration(j)
+            return False
+        j.phase = "barrier"
+        return self._check_barrier(j.cojob)
+
+    def _check_barrier(self, g: int) -> bool:
+        c = self.cojobs[g]
+        members = [self.jobs[i] for i in c.jobs if self.jobs[i].phase != "dead"]
+        if any(m.phase != "barrier" for m in members):
+            return False
+        c.finished.append(self.t)
+        survivors = []
+        for m in members:
+            if m.runs <= c.stage + 1:
+                m.phase, m.end = "dead", self.t
+            else:
+                survivors.append(m)
+        if c.stage + 1 < len(c.iters) and survivors:
+            c.stage += 1
+            c.started.append(self.t)
+            for m in survivors:
+                self._start_iteration(m)
+        else:
+            for m in survivors:
+                m.phase, m.end = "dead", self.t
+            c.stage = len(c.iters)  # done
+        return True
+
+    # -- scheduling ----------------------------------------------------------------
+    def _active_cojobs(self) -> list[int]:
+        return [g for g, c in enumerate(self.cojobs) if 0 <= c.stage < len(c.iters)]
+
+    def _reschedule(self, fresh: bool) -> None:
+        self.reschedules += fresh
+        live = [
+            j
+            for g in self._active_cojobs()
+            for j in (self.jobs[i] for i in self.cojobs[g].jobs)
+            if j.phase != "dead"
+        ]
+        if self.policy == "fs" or not live:
+            for j in live:
+                j.band = np.zeros(len(j.size), np.int64)
+                j.rband = j.band
+            return
+        hosts = self.topo.hosts
+        model = []
+        for g in self._active_cojobs():
+            c = self.cojobs[g]
+            jobs = tuple(
+                Job(
+                    j.job_id,
+                    "flows",
+                    tuple(
+                        FlowSpec(hosts[s], hosts[d], b)
+                        for s, d, b in zip(j.src, j.dst, j.size, strict=True)
+                    ),
+                    done=j.done,
+                    stages=j.runs if self.knows else None,
+                )
+                for j in (self.jobs[i] for i in c.jobs)
+                if j.phase != "dead"
+            )
+            started = tuple(c.started) + (math.inf,) * (len(c.iters) - len(c.started))
+            model.append(Cojob(c.cojob_id, c.iters, jobs, c.arrival, started))
+        snap = build_snapshot(model, hosts, known_survivors=self.knows)
+        sched = schedule(
+            snap, self.policy, None if fresh or self.last_order is None else self.last_order
+        )
+        if fresh or self.last_order is None:
+            self.last_order = sched.ordered_ids()
+        fp = flow_priorities(snap, sched, self.queues, unlimited=self.unlimited)
+        row = 0
+        for j in live:
+            n = len(j.size)
+            j.band = fp.band[row : row + n]
+            j.rband = fp.recv_band[row : row + n]
+            row += n
+
+    # -- the loop ------------------------------------------------------------------
+    def run(self, max_events: int = 50_000_000) -> SimResult:
+        pending = list(range(len(self.cojobs)))
+        next_period = 0.0
+        while True:
+            changed = fresh_needed = False
+            progressed = True
+            while progressed:
+                progressed = False
+                while pending and self.cojobs[pending[0]].arrival <= self.t + EPS:
+                    self._start_cojob(pending.pop(0))
+                    changed = progressed = True
+                for j in self.jobs:
+                    if j.phase == "compute" and j.until <= self.t + EPS:
+                        self._start_comm(j)
+                        progressed = True
+                    if j.phase == "comm" and not (j.remaining > EPS).any():
+                        changed |= self._iteration_done(j)
+                        fresh_needed = progressed = True
+            if not pending and not self._active_cojobs():
+                break
+            self.events += 1
+            if self.events > max_events:
+                raise RuntimeError("simulation exceeded its event budget")
+            if self.period == 0:
+                if fresh_needed or changed:
+                    self._reschedule(fresh=True)
+            elif self.t >= next_period - EPS:
+                self._reschedule(fresh=True)
+                while next_period <= self.t + EPS:
+                    next_period += self.period
+            elif changed:
+                self._reschedule(fresh=False)
+            dt = self._advance_time(pending, next_period)
+            self.t += dt
+        return self._result()
+
+    def _advance_time(self, pending: list[int], next_period: float) -> float:
+        flows, paths, levels = [], [], []
+        for j in self.jobs:
+            if j.phase != "comm":
+                continue
+            lv = np.maximum(j.band, j.rband) if len(j.band) else np.zeros(len(j.size))
+            for k in np.flatnonzero(j.remaining > EPS):
+                flows.append((j, k))
+                paths.append(j.paths[k])
+                levels.append(lv[k] if k < len(lv) else 0)
+        candidates = []
+        if pending:
+            candidates.append(self.cojobs[pending[0]].arrival - self.t)
+        candidates += [j.until - self.t for j in self.jobs if j.phase == "compute"]
+        if self.period > 0:
+            candidates.append(next_period - self.t)
+        rates = np.zeros(0)
+        if flows:
+            rows = np.repeat(np.arange(len(paths)), [len(p) for p in paths])
+            inc = sparse.csr_matrix(
+                (np.ones(len(rows)), (rows, np.concatenate(paths))),
+                shape=(len(paths), self.topo.num_links),
+            )
+            rates = allocate(inc, self.topo.capacity, np.asarray(levels))
+            rem = np.asarray([j.remaining[k] for j, k in flows])
+            pos = rates > 0
+            if pos.any():
+                candidates.append(float((rem[pos] / rates[pos]).min()))
+        dt = min((c for c in candidates if c > 0), default=math.inf)
+        if not math.isfinite(dt):
+            raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
+        for (j, k), r in zip(flows, rates, strict=True):
+            j.remaining[k] = max(0.0, j.remaining[k] - r * dt)
+            if j.remaining[k] <= EPS * max(1.0, j.size[k]):
+                j.remaining[k] = 0.0
+        return dt
+
+    def _result(self) -> SimResult:
+        stages, jobs = [], []
+        for c in self.cojobs:
+            for k, end in enumerate(c.finished):
+                start = c.started[k]
+                stages.append(
+                    {
+                        "cojob": c.cojob_id,
+                        "stage": k + 1,
+                        "start": start,
+                        "end": end,
+                        "sct": end - c.arrival,
+                        "duration": end - start,
+                    }
+                )
+            for i in c.jobs:
+                j = self.jobs[i]
+                jobs.append(
+                    {
+                        "cojob": c.cojob_id,
+                        "job": j.job_id,
+                        "arrival": c.arrival,
+                        "end": j.end,
+                        "jct": j.end - c.arrival,
+                        "stages": j.runs,
+                    }
+                )
+        return SimResult(self.policy, stages, jobs, self.events, self.reschedules)
