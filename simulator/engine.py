@@ -85,7 +85,7 @@ class Engine:
         queues: QueueConfig | None = None,
         period: float = 0.0,
         unlimited: bool = False,
-        seed: int = 0,
+        release_after: dict[str, tuple[str, int]] | None = None,
     ) -> None:
         self.topo = topo
         self.policy = policy
@@ -119,6 +119,8 @@ class Engine:
                     )
                 )
             self.cojobs.append(SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids))
+        self.release_after = release_after or {}
+        self.released: list[int] = []  # cojobs whose trigger fired, waiting to start
         self.t = 0.0
         self.last_order: list[str] | None = None
         self.events = 0
@@ -158,6 +160,10 @@ class Engine:
         if any(m.phase != "barrier" for m in members):
             return False
         c.finished.append(self.t)
+        for h, other in enumerate(self.cojobs):
+            if self.release_after.get(other.cojob_id) == (c.cojob_id, len(c.finished)):
+                other.arrival = self.t
+                self.released.append(h)
         survivors = []
         for m in members:
             if m.runs <= c.stage + 1:
@@ -235,6 +241,9 @@ class Engine:
             progressed = True
             while progressed:
                 progressed = False
+                if self.released:
+                    pending = sorted(pending, key=lambda g: self.cojobs[g].arrival)
+                    self.released.clear()
                 while pending and self.cojobs[pending[0]].arrival <= self.t + EPS:
                     self._start_cojob(pending.pop(0))
                     changed = progressed = True
@@ -245,8 +254,10 @@ class Engine:
                     if j.phase == "comm" and not (j.remaining > EPS).any():
                         changed |= self._iteration_done(j)
                         fresh_needed = progressed = True
-            if not pending and not self._active_cojobs():
-                break
+            if not self._active_cojobs() and not any(
+                math.isfinite(self.cojobs[g].arrival) for g in pending
+            ):
+                break  # cojobs still pending never got their trigger
             self.events += 1
             if self.events > max_events:
                 raise RuntimeError("simulation exceeded its event budget")
@@ -274,7 +285,7 @@ class Engine:
                 paths.append(j.paths[k])
                 levels.append(lv[k] if k < len(lv) else 0)
         candidates = []
-        if pending:
+        if pending and math.isfinite(self.cojobs[pending[0]].arrival):
             candidates.append(self.cojobs[pending[0]].arrival - self.t)
         candidates += [j.until - self.t for j in self.jobs if j.phase == "compute"]
         if self.period > 0:

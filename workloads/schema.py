@@ -6,7 +6,7 @@ Every error is a :class:`ConfigError` whose path names the field, e.g.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from grouper.errors import ConfigError
 from pda.model import ARCHS, Cojob, FlowSpec, Job
 
 TOP_KEYS = ("name", "description", "hosts", "topology", "capacity", "time_unit", "cojobs")
+# a leafspine topology's capacity comes from its link speed
 COJOB_KEYS = ("id", "arrival", "stages", "jobs")
 JOB_KEYS = (
     "id",
@@ -40,12 +41,22 @@ class Workload:
     cojobs: tuple[Cojob, ...]
     capacity: float  # bytes per time unit of every host port
     time_unit: str  # "s" or a name such as "unit" for textbook examples
+    topology: str | None = None  # bigswitch:P or leafspine:...; None = big switch
+    # cojob id -> (cojob id, stage): arrives when that stage of that cojob completes
+    release_after: dict[str, tuple[str, int]] = field(default_factory=dict)
+    period: float = 0.0  # default scheduling period for experiments (0 = every event)
+    meta: dict = field(default_factory=dict)  # generator parameters (scale factors, seed)
 
 
-def load_workload(spec: str) -> Workload:
-    """``builtin:NAME`` or a path to a YAML file."""
+def load_workload(spec: str, **params: float) -> Workload:
+    """``builtin:NAME`` or a path to a YAML file. ``params`` go to generated builtins
+    (``seed``, ``load``, ``comm_ratio``, ``scale``)."""
     if spec.startswith("builtin:"):
         name = spec.split(":", 1)[1]
+        from workloads.generators import GENERATORS
+
+        if name in GENERATORS:
+            return GENERATORS[name](**params)
         ref = resources.files("workloads") / "builtin" / f"{name}.yaml"
         if not ref.is_file():
             known = sorted(
@@ -107,7 +118,15 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
             raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cj.cojob_id!r}")
         seen.add(cj.cojob_id)
         cojobs.append(cj)
-    return Workload(name, hosts, tuple(cojobs), capacity, time_unit)
+    topology = top.get("topology")
+    return Workload(
+        name,
+        hosts,
+        tuple(cojobs),
+        capacity,
+        time_unit,
+        topology=str(topology) if topology else None,
+    )
 
 
 def _hosts(raw: Any, path: str, known: set[str]) -> tuple[str, ...]:

@@ -1,0 +1,134 @@
+"""Run policies on a workload and compute the result contract of DESIGN.md.
+
+SCT of a stage = its completion time minus its cojob's arrival; JCT of a job = the
+time it ends (finished or killed) minus its cojob's arrival; slowdown of a stage = its
+duration divided by its duration when its cojob runs alone on the same topology
+(simulated once per cojob, with the same placement).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from grouper.errors import ConfigError
+from pda.admission import ContentionModel
+from pda.policies import POLICIES
+from pda.priorities import QueueConfig
+from simulator.engine import Engine, SimResult
+from simulator.topology import Topology, bigswitch, parse_topology
+from workloads.schema import Workload
+
+SIM_POLICIES = (*POLICIES, "grouper-noadmit", "grouper-infinite")
+
+
+@dataclass
+class PolicyRun:
+    result: SimResult
+    summary: dict
+    seconds: float
+
+
+def topology_of(wl: Workload, seed: int = 0) -> Topology:
+    if wl.topology is None:
+        return bigswitch(list(wl.hosts), wl.capacity)
+    return parse_topology(wl.topology, capacity=wl.capacity, seed=seed, hosts=wl.hosts)
+
+
+def engine_for(
+    wl: Workload, policy: str, topo: Topology, period: float, queues: QueueConfig
+) -> Engine:
+    base = policy
+    unlimited = False
+    if policy == "grouper-noadmit":
+        base, queues = "grouper", replace(queues, admission=None)
+    elif policy == "grouper-infinite":
+        base, unlimited = "grouper", True
+    return Engine(
+        list(wl.cojobs),
+        topo,
+        base,
+        queues=queues,
+        period=period,
+        unlimited=unlimited,
+        release_after=wl.release_after,
+    )
+
+
+def alone_durations(wl: Workload, topo: Topology) -> dict[tuple[str, int], float]:
+    out = {}
+    for cj in wl.cojobs:
+        single = replace(wl, cojobs=(replace(cj, arrival=0.0),), release_after={})
+        r = engine_for(single, "fs", topo, 0.0, QueueConfig()).run()
+        for s in r.stages:
+            out[(s["cojob"], s["stage"])] = s["duration"]
+    return out
+
+
+def summarize(r: SimResult, alone: dict[tuple[str, int], float]) -> dict:
+    sct = np.asarray([s["sct"] for s in r.stages])
+    jct = np.asarray([j["jct"] for j in r.jobs if math.isfinite(j["jct"])])
+    for s in r.stages:
+        base = alone.get((s["cojob"], s["stage"]))
+        s["alone"] = base
+        s["slowdown"] = s["duration"] / base if base else math.nan
+    slow = np.asarray([s["slowdown"] for s in r.stages if math.isfinite(s["slowdown"])])
+    return {
+        "avg_sct": float(sct.mean()) if len(sct) else math.nan,
+        "avg_jct": float(jct.mean()) if len(jct) else math.nan,
+        "avg_slowdown": float(slow.mean()) if len(slow) else math.nan,
+        "p95_slowdown": float(np.percentile(slow, 95)) if len(slow) else math.nan,
+        "stages": len(r.stages),
+        "jobs": len(r.jobs),
+        "events": r.events,
+        "reschedules": r.reschedules,
+    }
+
+
+def run_policies(
+    wl: Workload,
+    policies: list[str],
+    *,
+    period: float | None = None,
+    queues: QueueConfig | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, PolicyRun]:
+    for p in policies:
+        if p not in SIM_POLICIES:
+            raise ConfigError(
+                "--policies", f"unknown policy {p!r} (known: {', '.join(SIM_POLICIES)})"
+            )
+    queues = queues or QueueConfig(admission=ContentionModel())
+    topo = topology_of(wl, seed)
+    period = wl.period if period is None else period
+    alone = alone_durations(wl, topo)
+    out = {}
+    for i, p in enumerate(policies):
+        t0 = time.perf_counter()
+        if progress:
+            _bar(i, len(policies), p)
+        r = engine_for(wl, p, topo, period, queues).run()
+        out[p] = PolicyRun(r, summarize(r, alone), time.perf_counter() - t0)
+    if progress:
+        _bar(len(policies), len(policies), "done")
+    return out
+
+
+def _bar(done: int, total: int, label: str) -> None:
+    if not sys.stderr.isatty():
+        print(f"[{done}/{total}] {label}", file=sys.stderr, flush=True)
+        return
+    width = 30
+    fill = int(width * done / max(total, 1))
+    end = "\n" if done == total else ""
+    print(
+        f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {label:20s}",
+        end=end,
+        file=sys.stderr,
+        flush=True,
+    )
