@@ -20,7 +20,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import sparse
 
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import flow_priorities, knows_survivors, schedule
@@ -86,6 +85,7 @@ class Engine:
         period: float = 0.0,
         unlimited: bool = False,
         release_after: dict[str, tuple[str, int]] | None = None,
+        contention: float = 0.0,
     ) -> None:
         self.topo = topo
         self.policy = policy
@@ -120,6 +120,7 @@ class Engine:
                 )
             self.cojobs.append(SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids))
         self.release_after = release_after or {}
+        self.contention = contention  # eta / b of Eq. 5; 0 = ideal fluid sharing
         self.released: list[int] = []  # cojobs whose trigger fired, waiting to start
         self.t = 0.0
         self.last_order: list[str] | None = None
@@ -275,13 +276,14 @@ class Engine:
         return self._result()
 
     def _advance_time(self, pending: list[int], next_period: float) -> float:
-        flows, paths, levels = [], [], []
-        for j in self.jobs:
+        flows, paths, levels, tasks = [], [], [], []
+        for ji, j in enumerate(self.jobs):
             if j.phase != "comm":
                 continue
             lv = np.maximum(j.band, j.rband) if len(j.band) else np.zeros(len(j.size))
             for k in np.flatnonzero(j.remaining > EPS):
                 flows.append((j, k))
+                tasks.append(ji)
                 paths.append(j.paths[k])
                 levels.append(lv[k] if k < len(lv) else 0)
         candidates = []
@@ -292,12 +294,14 @@ class Engine:
             candidates.append(next_period - self.t)
         rates = np.zeros(0)
         if flows:
-            rows = np.repeat(np.arange(len(paths)), [len(p) for p in paths])
-            inc = sparse.csr_matrix(
-                (np.ones(len(rows)), (rows, np.concatenate(paths))),
-                shape=(len(paths), self.topo.num_links),
+            pair_flow = np.repeat(np.arange(len(paths)), [len(p) for p in paths])
+            rates = allocate(
+                (pair_flow, np.concatenate(paths)),
+                self.topo.capacity,
+                np.asarray(levels),
+                np.asarray(tasks),
+                self.contention,
             )
-            rates = allocate(inc, self.topo.capacity, np.asarray(levels))
             rem = np.asarray([j.remaining[k] for j, k in flows])
             pos = rates > 0
             if pos.any():

@@ -40,7 +40,12 @@ def topology_of(wl: Workload, seed: int = 0) -> Topology:
 
 
 def engine_for(
-    wl: Workload, policy: str, topo: Topology, period: float, queues: QueueConfig
+    wl: Workload,
+    policy: str,
+    topo: Topology,
+    period: float,
+    queues: QueueConfig,
+    contention: float = 0.0,
 ) -> Engine:
     base = policy
     unlimited = False
@@ -56,14 +61,17 @@ def engine_for(
         period=period,
         unlimited=unlimited,
         release_after=wl.release_after,
+        contention=contention,
     )
 
 
-def alone_durations(wl: Workload, topo: Topology) -> dict[tuple[str, int], float]:
+def alone_durations(
+    wl: Workload, topo: Topology, contention: float = 0.0
+) -> dict[tuple[str, int], float]:
     out = {}
     for cj in wl.cojobs:
         single = replace(wl, cojobs=(replace(cj, arrival=0.0),), release_after={})
-        r = engine_for(single, "fs", topo, 0.0, QueueConfig()).run()
+        r = engine_for(single, "fs", topo, 0.0, QueueConfig(), contention).run()
         for s in r.stages:
             out[(s["cojob"], s["stage"])] = s["duration"]
     return out
@@ -96,8 +104,12 @@ def run_policies(
     period: float | None = None,
     queues: QueueConfig | None = None,
     seed: int = 0,
+    contention: bool = True,
     progress: bool = True,
 ) -> dict[str, PolicyRun]:
+    """Run every policy on ``wl``. With ``contention`` (default) links follow Eq. 5's
+    contention model with the admission parameters (b, eta); textbook workloads without
+    seconds (``time_unit`` other than s) always use ideal sharing."""
     for p in policies:
         if p not in SIM_POLICIES:
             raise ConfigError(
@@ -106,13 +118,15 @@ def run_policies(
     queues = queues or QueueConfig(admission=ContentionModel())
     topo = topology_of(wl, seed)
     period = wl.period if period is None else period
-    alone = alone_durations(wl, topo)
+    model = queues.admission or ContentionModel()
+    penalty = model.eta / model.b if contention and wl.time_unit == "s" else 0.0
+    alone = alone_durations(wl, topo, penalty)
     out = {}
     for i, p in enumerate(policies):
         t0 = time.perf_counter()
         if progress:
             _bar(i, len(policies), p)
-        r = engine_for(wl, p, topo, period, queues).run()
+        r = engine_for(wl, p, topo, period, queues, penalty).run()
         out[p] = PolicyRun(r, summarize(r, alone), time.perf_counter() - t0)
     if progress:
         _bar(len(policies), len(policies), "done")

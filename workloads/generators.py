@@ -97,7 +97,7 @@ def testbed(
         "s",
         topology="leafspine:3,3,8,1,23",
         release_after=release,
-        period=0.5,
+        period=1.0,
         meta={
             "seed": seed,
             "scale": scale,

@@ -73,3 +73,22 @@ def test_feasible_and_work_conserving(data):
     saturated = load >= cap - 1e-6
     for i, p in enumerate(paths):
         assert saturated[p].any(), (i, p, r, load, cap)
+
+
+def test_contention_penalty_counts_distinct_tasks_per_queue():
+    # two flows of one task: no penalty; two tasks: efficiency 2/(2+r)
+    r = allocate(inc([[0], [0]], 1), np.array([10.0]), np.zeros(2), np.array([7, 7]), 0.5)
+    assert r == pytest.approx([5, 5])
+    r = allocate(inc([[0], [0]], 1), np.array([10.0]), np.zeros(2), np.array([3, 9]), 0.5)
+    assert r.sum() == pytest.approx(10 * 2 / 2.5)
+    # strict priority: one task per queue, no penalty
+    r = allocate(inc([[0], [0]], 1), np.array([10.0]), np.array([0, 1]), np.array([3, 9]), 0.5)
+    assert r == pytest.approx([10, 0])
+
+
+def test_pair_arrays_and_matrix_give_the_same_rates():
+    m = inc([[0, 1], [0], [1]], 2)
+    coo = m.tocoo()
+    a = allocate(m, np.array([1.0, 2.0]), np.zeros(3))
+    b = allocate((coo.row, coo.col), np.array([1.0, 2.0]), np.zeros(3))
+    assert a == pytest.approx(b)
