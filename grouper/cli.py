@@ -68,6 +68,12 @@ def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
     return bench_coordinator(args.agents, args.stages, args.seed, args.runs, args.json)
 
 
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from simulator.commands import simulate, sweep
+
+    return sweep(args) if args.action == "sweep" else simulate(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -104,6 +110,33 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--workload", required=True)
     lb.add_argument("--json", metavar="PATH")
 
+    sim = add(
+        "simulate",
+        _cmd_simulate,
+        "flow-level simulation of policies on a workload (or: simulate sweep ...)",
+    )
+    sim.add_argument("action", nargs="?", default="run", choices=("run", "sweep"))
+    sim.add_argument("--workload", default="builtin:sim60", help="builtin:NAME or YAML file")
+    sim.add_argument("--policies", default="fs,baraat,sincronia,grouper")
+    sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")
+    sim.add_argument("--values", help="sweep: comma-separated values to use instead")
+    sim.add_argument("--period", type=float, help="scheduling period (0 = every event)")
+    sim.add_argument("--seed", type=int, default=1)
+    sim.add_argument("--load", type=float, help="sim60: arrival rate scale (0.1 to 2.0)")
+    sim.add_argument(
+        "--comm-ratio",
+        dest="comm_ratio",
+        type=float,
+        help="sim60: communication / computation time of one iteration",
+    )
+    sim.add_argument("--scale", type=float, help="generated builtins: iteration scale")
+    sim.add_argument(
+        "--no-contention",
+        action="store_true",
+        help="ideal fluid sharing instead of Eq. 5's contention model",
+    )
+    sim.add_argument("--out", help="directory for CSV and PNG files")
+    sim.add_argument("--json", metavar="PATH")
     ag = add("agent", _cmd_agent, "run the host agent (root)")
     from agent.options import add_arguments
 

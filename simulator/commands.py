@@ -1,0 +1,163 @@
+"""``grouper simulate`` and ``grouper simulate sweep``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from grouper.errors import ConfigError
+from grouper.output import table, write_json
+from pda.lowerbound import lp_lower_bound
+from pda.snapshot import build_snapshot
+from simulator import report
+from simulator.run import run_policies
+from workloads import load_workload
+from workloads.schema import Workload
+
+SWEEPS = {
+    "load": ("load", [0.25, 0.5, 1.0, 1.5, 2.0]),
+    "comm-ratio": ("comm_ratio", [0.25, 0.5, 1.0, 2.0, 4.0]),
+    "period": ("period", [0.0, 0.5, 1.0, 2.0, 5.0, 10.0]),
+    "online": ("load", [0.25, 0.5, 1.0, 1.5, 2.0]),
+}
+
+
+def _params(args: object) -> dict:
+    out = {"seed": args.seed}
+    for name in ("load", "comm_ratio", "scale"):
+        value = getattr(args, name, None)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _offline(wl: Workload) -> bool:
+    return (
+        not wl.release_after
+        and all(c.arrival == 0 for c in wl.cojobs)
+        and all(j.compute_time == 0 for c in wl.cojobs for j in c.jobs)
+    )
+
+
+def simulate(args: object) -> int:
+    policies = [p for p in args.policies.split(",") if p]
+    if not policies:
+        raise ConfigError("--policies", "name at least one policy")
+    wl = load_workload(args.workload, **_params(args))
+    runs = run_policies(
+        wl, policies, period=args.period, seed=args.seed, contention=not args.no_contention
+    )
+    results = {p: dict(r.summary, seconds=r.seconds) for p, r in runs.items()}
+    out = Path(args.out or f"results/simulate/{wl.name}")
+    files = [str(p) for p in report.write_csv(runs, out)]
+    files.append(str(report.plot_cdf(runs, out / "slowdown_cdf.png", wl.name)))
+    files.append(str(report.plot_normalized(results, out / "normalized.png", wl.name)))
+    result = {
+        "workload": wl.name,
+        "time_unit": wl.time_unit,
+        "params": wl.meta,
+        "period": wl.period if args.period is None else args.period,
+        "contention": not args.no_contention,
+        "results": results,
+        "files": files,
+    }
+    if _offline(wl):
+        snap = build_snapshot(wl.cojobs, wl.hosts, known_survivors=True)
+        lb = lp_lower_bound(snap, capacity=wl.capacity).value / max(len(snap.stage_ids), 1)
+        result["lp_lower_bound_avg_sct"] = lb
+        for r in results.values():
+            r["ratio_to_lp_bound"] = r["avg_sct"] / lb if lb else math.nan
+    write_json(result, args.json)
+    if args.json != "-":
+        rows = [
+            [
+                p,
+                f"{r['avg_sct']:.4g}",
+                f"{r['avg_jct']:.4g}",
+                f"{r['avg_slowdown']:.3f}",
+                f"{r['avg_sct'] / results['fs']['avg_sct']:.3f}" if "fs" in results else "-",
+                f"{r['seconds']:.1f}",
+            ]
+            for p, r in results.items()
+        ]
+        print(
+            table(
+                rows,
+                [
+                    "policy",
+                    f"avg SCT ({wl.time_unit})",
+                    "avg JCT",
+                    "avg slowdown",
+                    "SCT / fs",
+                    "run s",
+                ],
+            )
+        )
+        print(f"files in {out}/")
+    return 0
+
+
+def sweep(args: object) -> int:
+    if args.what not in SWEEPS:
+        raise ConfigError("--what", f"must be one of {', '.join(SWEEPS)}; got {args.what!r}")
+    param, values = SWEEPS[args.what]
+    policies = [p for p in args.policies.split(",") if p]
+    if args.what == "online":
+        policies = ["fs", "grouper", "grouper-offline"]
+    if args.what == "period":
+        policies = [p for p in policies if p != "fs"] or ["grouper"]
+        policies = ["fs", *policies]
+    if args.values:
+        values = [float(x) for x in args.values.split(",")]
+    out = Path(args.out or f"results/sweep/{args.what}")
+    table_rows, series = [], {p: [] for p in policies}
+    points = []
+    for x in values:
+        params = _params(args)
+        period = args.period
+        if param == "period":
+            period = x
+        else:
+            params[param] = x
+        wl = load_workload(args.workload, **params)
+        runs = run_policies(
+            wl, policies, period=period, seed=args.seed, contention=not args.no_contention
+        )
+        res = {p: r.summary for p, r in runs.items()}
+        points.append({param: x, "results": res})
+        for p in policies:
+            series[p].append(res[p]["avg_sct"] / res["fs"]["avg_sct"])
+        table_rows.append([x, *(f"{series[p][-1]:.3f}" for p in policies)])
+    label = {
+        "load": "load",
+        "comm_ratio": "communication / computation",
+        "period": "scheduling period (s)",
+    }[param]
+    png = report.plot_sweep(
+        values,
+        series,
+        label,
+        "avg SCT / fs",
+        out / f"{args.what}.png",
+        f"sweep over {args.what} ({args.workload})",
+    )
+    result = {
+        "what": args.what,
+        "workload": args.workload,
+        "points": points,
+        "normalized_avg_sct": series,
+        "files": [str(png)],
+    }
+    if args.what == "online":
+        gap = [
+            (on - off) / off * 100
+            for on, off in zip(series["grouper"], series["grouper-offline"], strict=True)
+        ]
+        result["online_offline_gap_percent"] = gap
+        table_rows = [[*r, f"{g:.1f}%"] for r, g in zip(table_rows, gap, strict=True)]
+    write_json(result, args.json)
+    if args.json != "-":
+        header = [param, *policies] + (["online gap"] if args.what == "online" else [])
+        print(table(table_rows, header))
+        print(f"plot: {png}")
+    return 0
