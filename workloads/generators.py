@@ -112,8 +112,8 @@ def sim60(
     seed: int = 1,
     load: float = 1.0,
     comm_ratio: float = 1.0,
-    scale: float = 0.01,
-    cojobs: int = 24,
+    scale: float = 0.02,
+    cojobs: int = 48,
     placement: str = "lwf:4",
     **_: float,
 ) -> Workload:
@@ -122,7 +122,7 @@ def sim60(
     Cojobs of 8 jobs draw a model uniformly; half are PS (2 workers, 2 servers), half
     ring all-reduce (4 workers). Inter-arrival times are Pareto (Lomax, shape 1.5) --
     heavy-tailed like the Microsoft (Philly) trace's -- with a mean chosen so that at
-    ``load`` 1.0 about four cojobs' traffic is offered at once; ``load`` divides it.
+    ``load`` 1.0 about eight cojobs' traffic is offered at once; ``load`` divides it.
     ``comm_ratio`` is communication time over compute time of one iteration alone
     (compute = alone transfer time / comm_ratio).
     """
@@ -145,7 +145,7 @@ def sim60(
     # mean cojob duration alone: halving leaves 8, 4, 2, 1 jobs; each stage's iterations
     per_iter = np.mean([d[3] + d[4] for d in drawn])
     duration = sum(iters) * per_iter
-    mean_gap = duration / 4.0 / load
+    mean_gap = duration / 8.0 / load
     gaps = rng.pareto(1.5, size=cojobs) * mean_gap * 0.5  # Lomax(1.5) has mean 2
     arrivals = np.concatenate([[0.0], np.cumsum(gaps[1:])])
     out = []
