@@ -72,6 +72,8 @@ class SimResult:
     jobs: list[dict]  # cojob, job, arrival, end, jct, stages
     events: int
     reschedules: int
+    bytes_delivered: float = 0.0  # integral of rates over time
+    bytes_expected: float = 0.0  # iterations run x bytes per iteration crossing the network
 
 
 class Engine:
@@ -126,6 +128,7 @@ class Engine:
         self.last_order: list[str] | None = None
         self.events = 0
         self.reschedules = 0
+        self.delivered = 0.0
 
     # -- job life ------------------------------------------------------------------
     def _start_iteration(self, j: SimJob) -> None:
@@ -310,7 +313,9 @@ class Engine:
         if not math.isfinite(dt):
             raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
         for (j, k), r in zip(flows, rates, strict=True):
-            j.remaining[k] = max(0.0, j.remaining[k] - r * dt)
+            moved = min(j.remaining[k], r * dt)
+            self.delivered += moved
+            j.remaining[k] -= moved
             if j.remaining[k] <= EPS * max(1.0, j.size[k]):
                 j.remaining[k] = 0.0
         return dt
@@ -342,4 +347,6 @@ class Engine:
                         "stages": j.runs,
                     }
                 )
-        return SimResult(self.policy, stages, jobs, self.events, self.reschedules)
+        expected = sum(j.done * float(j.size[j.src != j.dst].sum()) for j in self.jobs)
+        return SimResult(self.policy, stages, jobs, self.events, self.reschedules,
+                         self.delivered, expected)

@@ -1,0 +1,121 @@
+"""Simulator: the paper's Fig. 3 numbers, byte conservation, topologies, workloads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from pda.model import Cojob, FlowSpec, Job
+from simulator.engine import Engine
+from simulator.placement import Placer
+from simulator.run import run_policies
+from simulator.topology import bigswitch, leafspine, parse_topology
+from workloads import load_workload
+from workloads.generators import halving_runs
+from workloads.generators import testbed as make_testbed
+
+
+def test_fig3_policies_match_the_paper():
+    runs = run_policies(load_workload("builtin:fig3"), ["fs", "sptf", "grouper"], progress=False)
+    assert {p: r.summary["avg_sct"] for p, r in runs.items()} == pytest.approx(
+        {"fs": 8.0, "sptf": 7.5, "grouper": 6.5}
+    )
+
+
+def test_simulate_cli_fig3_json(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grouper.cli",
+            "simulate",
+            "--workload",
+            "builtin:fig3",
+            "--policies",
+            "fs,sptf,grouper",
+            "--out",
+            str(tmp_path),
+            "--json",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    res = json.loads(out)
+    assert {p: r["avg_sct"] for p, r in res["results"].items()} == pytest.approx(
+        {"fs": 8.0, "sptf": 7.5, "grouper": 6.5}
+    )
+    assert res["lp_lower_bound_avg_sct"] == pytest.approx(6.5)
+    assert res["results"]["grouper"]["ratio_to_lp_bound"] == pytest.approx(1.0)
+    for name in ("stages.csv", "jobs.csv", "slowdown_cdf.png", "normalized.png"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "fs",
+        "baraat",
+        "sincronia",
+        "sptf",
+        "grouper",
+        "grouper-offline",
+        "grouper-noadmit",
+        "grouper-infinite",
+    ],
+)
+def test_every_byte_is_delivered(policy):
+    wl = make_testbed(rounds=1, scale=0.005)
+    runs = run_policies(wl, [policy], progress=False)
+    r = runs[policy].result
+    assert r.bytes_expected > 0
+    assert r.bytes_delivered == pytest.approx(r.bytes_expected, rel=1e-6)
+    assert len(r.stages) == 16  # 4 cojobs x 4 stages
+
+
+def test_compute_gaps_and_iterations_timeline():
+    # one job, 2 iterations of compute 1 + transfer 2 units at capacity 1
+    cj = Cojob("c", (2,), (Job.explicit("j", [FlowSpec("a", "b", 2.0)], compute_time=1.0),))
+    r = Engine([cj], bigswitch(["a", "b"], 1.0), "fs").run()
+    assert r.stages[0]["end"] == pytest.approx(6.0)
+
+
+def test_leafspine_paths_and_deterministic_spines():
+    t = leafspine(2, 3, 2, 1.0, seed=5)
+    assert t.path(0, 1) == [0, 4 + 1]  # same leaf: up, down
+    p = t.path(0, 3, "k")
+    assert len(p) == 4 and p[0] == 0 and p[-1] == 4 + 3
+    assert p == t.path(0, 3, "k")
+    spines = {t.path(0, 3, f"k{i}")[1] for i in range(40)}
+    assert len(spines) == 3, "flows spread over every spine"
+    assert t.capacity[0] == pytest.approx(1e9 / 8)
+    assert parse_topology("leafspine:3,3,8,1,23").hosts[-1] == "h23"
+
+
+def test_successive_halving_8_4_2_1():
+    runs = halving_runs(8, 4, np.random.default_rng(3))
+    assert sorted(Counter(runs).items()) == [(1, 4), (2, 2), (3, 1), (4, 1)]
+
+
+def test_lwf_consolidates_large_jobs_and_small_ones_take_least_loaded_gpus():
+    p = Placer(10, 4, "lwf:2")
+    big = p.place(8, 5.0)
+    assert len(set(big)) == 2, "8 participants consolidated on 2 servers of 4 GPUs"
+    small = p.place(2, 1.0)  # like list scheduling: the least loaded GPUs
+    assert not set(small) & set(big)
+    assert len(set(Placer(10, 4, "random", 1).place(4, 1.0))) == 4
+
+
+def test_testbed_relaunches_a_model_after_its_third_stage():
+    wl = make_testbed(rounds=2, scale=0.005)
+    r = run_policies(wl, ["fs"], progress=False)["fs"].result
+    end3 = {s["cojob"]: s["end"] for s in r.stages if s["stage"] == 3}
+    start = {s["cojob"]: s["start"] for s in r.stages if s["stage"] == 1}
+    for model in ("DeepSpeech2", "ResNet152", "AlexNet", "VGG19"):
+        assert start[f"{model}-r2"] == pytest.approx(end3[f"{model}-r1"])
