@@ -74,6 +74,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return sweep(args) if args.action == "sweep" else simulate(args)
 
 
+def _cmd_emulate(args: argparse.Namespace) -> int:
+    from topologies.commands import emulate
+
+    return emulate(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -137,6 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--out", help="directory for CSV and PNG files")
     sim.add_argument("--json", metavar="PATH")
+    em = add(
+        "emulate",
+        _cmd_emulate,
+        "run agents, coordinator and real TCP traffic on a Mininet leaf-spine (root)",
+    )
+    em.add_argument("--experiment", default="builtin:small", help="builtin:NAME or YAML file")
+    em.add_argument("--policies", default="fs,baraat,sincronia,grouper")
+    em.add_argument("--period", type=float, default=0.5, help="scheduling period (s)")
+    em.add_argument("--seed", type=int, default=1)
+    em.add_argument("--out", help="directory for logs and plots")
+    em.add_argument("--json", metavar="PATH")
     ag = add("agent", _cmd_agent, "run the host agent (root)")
     from agent.options import add_arguments
 

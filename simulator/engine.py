@@ -348,5 +348,6 @@ class Engine:
                     }
                 )
         expected = sum(j.done * float(j.size[j.src != j.dst].sum()) for j in self.jobs)
-        return SimResult(self.policy, stages, jobs, self.events, self.reschedules,
-                         self.delivered, expected)
+        return SimResult(
+            self.policy, stages, jobs, self.events, self.reschedules, self.delivered, expected
+        )

@@ -1,0 +1,1 @@
+"""Mininet topologies: declarative descriptions, brought up separately."""

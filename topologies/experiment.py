@@ -1,0 +1,201 @@
+"""One emulated run: fabric up, agents and coordinator up, traffic replayed, all down.
+
+Agents run in every host in every policy, so host NICs are shaped the same way; under
+``fs`` no coordinator runs and agents never get a plan (one band, fair sharing).
+Control traffic (coordinator <-> agents, trafficgen -> agents) uses Unix sockets, so
+it does not cross the emulated data network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import yaml
+
+from grouper.v1 import agent_pb2 as pb
+from grouper.v1 import agent_pb2_grpc as pbg
+from topologies.leafspine import Fabric, LeafSpine
+from trafficgen.netns import NetnsThread
+from trafficgen.replay import Hosts, ReplayResult, replay
+from workloads.schema import Workload
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RunOutput:
+    policy: str
+    replay: ReplayResult
+    band_bytes: dict[str, dict[int, int]] = field(default_factory=dict)
+    logs: Path | None = None
+
+
+def cluster_config(
+    spec: LeafSpine, policy: str, period: float, work: Path, plan_ttl: float = 3.0
+) -> Path:
+    data = {
+        "cluster": "emulated",
+        "hosts": [
+            {
+                "name": h,
+                "address": a,
+                "nic": f"{h}-eth0",
+                "link_mbps": spec.mbps,
+                "agent": f"unix:{work}/{h}-agent.sock",
+            }
+            for h, a in spec.addresses.items()
+        ],
+        "queues": {
+            "count": spec.queues.queues,
+            "reserved": list(spec.queues.reserved),
+            "dscp": list(spec.queues.dscp_table),
+        },
+        "scheduling": {
+            "policy": "grouper" if policy == "fs" else policy,
+            "period": period,
+            "min_gap": 0.05,
+        },
+        "failure": {"plan_ttl": plan_ttl, "agent_timeout": 2.0},
+        "agent": {"metrics_port": 0, "backend": "htb"},
+        "coordinator": {"listen": "127.0.0.1:17001"},
+        "metrics": {"coordinator": "127.0.0.1:0"},
+    }
+    path = work / "cluster.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class Emulation:
+    def __init__(self, spec: LeafSpine, policy: str, period: float, work: Path) -> None:
+        self.spec, self.policy, self.period, self.work = spec, policy, period, work
+        self.fabric = Fabric(spec)
+        self.agents: dict[str, subprocess.Popen] = {}
+        self.coordinator: subprocess.Popen | None = None
+        self.netns: dict[str, NetnsThread] = {}
+
+    def start(self) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.fabric.start()
+        cfg = cluster_config(self.spec, self.policy, self.period, self.work)
+        self.config = cfg
+        for h in self.spec.host_names:
+            log = (self.work / f"{h}-agent.log").open("w")
+            self.agents[h] = self.fabric.host(h).popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "grouper.cli",
+                    "agent",
+                    "--config",
+                    str(cfg),
+                    "--host",
+                    h,
+                    "--listen",
+                    f"unix:{self.work}/{h}-agent.sock",
+                    "--socket",
+                    str(self.work / f"{h}-registry.sock"),
+                    "--jobs-dir",
+                    str(self.work / f"{h}-jobs"),
+                    "--state-file",
+                    str(self.work / f"{h}-state.json"),
+                    "--metrics-port",
+                    "0",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
+        for h in self.spec.host_names:
+            self._wait_socket(self.work / f"{h}-registry.sock", self.agents[h], h)
+            self.netns[h] = NetnsThread(self.fabric.netns_path(h))
+        if self.policy != "fs":
+            self.start_coordinator()
+
+    def start_coordinator(self) -> None:
+        log = (self.work / "coordinator.log").open("a")
+        self.coordinator = subprocess.Popen(
+            [sys.executable, "-m", "grouper.cli", "coordinator", "--config", str(self.config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+
+    def kill_coordinator(self) -> None:
+        if self.coordinator and self.coordinator.poll() is None:
+            self.coordinator.kill()
+            self.coordinator.wait(timeout=10)
+
+    def _wait_socket(self, path: Path, proc: subprocess.Popen, host: str) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                log = (self.work / f"{host}-agent.log").read_text()[-1500:]
+                raise RuntimeError(f"agent on {host} exited: {log}")
+            if path.exists():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"agent on {host} did not come up")
+
+    async def run(self, wl: Workload, kill_coordinator_after: float | None = None) -> RunOutput:
+        channels = {
+            h: grpc.aio.insecure_channel(f"unix:{self.work}/{h}-registry.sock")
+            for h in self.spec.host_names
+        }
+        hosts = Hosts(
+            self.spec.addresses, self.netns, {h: pbg.RegistryStub(c) for h, c in channels.items()}
+        )
+        killer = None
+        if kill_coordinator_after is not None:
+
+            async def kill_later() -> None:
+                await asyncio.sleep(kill_coordinator_after)
+                self.kill_coordinator()
+
+            killer = asyncio.create_task(kill_later())
+        try:
+            res = await replay(list(wl.cojobs), hosts, wl.release_after)
+        finally:
+            if killer:
+                killer.cancel()
+            for c in channels.values():
+                await c.close()
+        return RunOutput(self.policy, res, await self.band_bytes(), self.work)
+
+    async def band_bytes(self) -> dict[str, dict[int, int]]:
+        out = {}
+        for h in self.spec.host_names:
+            async with grpc.aio.insecure_channel(f"unix:{self.work}/{h}-agent.sock") as ch:
+                try:
+                    rep = await pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=5)
+                    out[h] = {b.band: b.bytes for b in rep.bands if b.bytes}
+                except grpc.aio.AioRpcError:
+                    out[h] = {}
+        return out
+
+    def stop(self) -> None:
+        """Stop what we started, by pid, then the fabric. Safe to call twice."""
+        if self.coordinator and self.coordinator.poll() is None:
+            self.coordinator.send_signal(signal.SIGTERM)
+            try:
+                self.coordinator.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.coordinator.kill()
+        for p in self.agents.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.agents.values():
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for t in self.netns.values():
+            t.close()
+        self.netns.clear()
+        self.fabric.stop()

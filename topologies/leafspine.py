@@ -1,0 +1,141 @@
+"""A routed leaf-spine, described declaratively and brought up with Mininet.
+
+Why routed (L3 with ECMP) rather than bridges with STP: real clusters run routed
+leaf-spine fabrics, STP would block all but one spine (no multipath), and this kernel
+has no Open vSwitch module. Leaves and spines are Mininet nodes acting as routers;
+leaves spread traffic to other leaves over every spine with ECMP
+(``fib_multipath_hash_policy=1``: 5-tuple hash, so one TCP flow stays on one path).
+
+Addressing: host k of leaf l is ``10.<l+1>.<k+1>.2/24`` behind its leaf at ``.1``;
+leaf l and spine s meet on ``10.200.<l*S+s>.0/24`` (leaf .1, spine .2).
+
+Every router egress port (toward hosts and uplinks) gets the cluster's priority
+queues keyed by DSCP: an HTB root at the link rate, one class per band (strict
+priority emulation: tiny guaranteed rate, ceil = link rate, prio = band) and a u32
+``ip dsfield`` filter per code point of the DSCP table. Host NICs are left to the
+agents, which install the same queues there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pda.priorities import QueueConfig
+
+
+@dataclass(frozen=True)
+class LeafSpine:
+    leaves: int = 2
+    spines: int = 2
+    hosts_per_leaf: int = 2
+    mbps: float = 20.0
+    queues: QueueConfig = field(default_factory=QueueConfig)
+
+    @property
+    def host_names(self) -> list[str]:
+        return [f"h{i + 1}" for i in range(self.leaves * self.hosts_per_leaf)]
+
+    def host_address(self, i: int) -> str:
+        leaf, k = divmod(i, self.hosts_per_leaf)
+        return f"10.{leaf + 1}.{k + 1}.2"
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        return {h: self.host_address(i) for i, h in enumerate(self.host_names)}
+
+    def simulator_topology(self) -> str:
+        return f"leafspine:{self.leaves},{self.spines},{self.hosts_per_leaf},{self.mbps / 1000:g}"
+
+
+def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[str]:
+    """tc commands giving ``dev`` the cluster's DSCP-keyed strict-priority queues."""
+    rate = f"{mbps}mbit"
+    tiny = f"{max(mbps * 1000 / 1000, 8):g}kbit"
+    default = 0x10 + queues.default_band
+    cmds = [
+        f"tc qdisc replace dev {dev} root handle 1: htb default {default:x}",
+        f"tc class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} quantum 1514",
+    ]
+    for band in range(queues.queues):
+        cmds.append(
+            f"tc class add dev {dev} parent 1:1 classid 1:{0x10 + band:x} htb "
+            f"rate {tiny} ceil {rate} prio {min(band, 7)} quantum 1514"
+        )
+    for band, dscp in enumerate(queues.dscp_table):
+        cmds.append(
+            f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip "
+            f"dsfield {dscp << 2:#x} 0xfc flowid 1:{0x10 + band:x}"
+        )
+    return cmds
+
+
+class Fabric:
+    """The running topology: Mininet net, host and router nodes."""
+
+    def __init__(self, spec: LeafSpine) -> None:
+        from mininet.link import Link
+        from mininet.net import Mininet
+        from mininet.node import Node
+
+        self.spec = spec
+        self.net = Mininet(topo=None, controller=None, build=False, link=Link, autoSetMacs=True)
+        net, s = self.net, spec
+        self.hosts = [net.addHost(h, ip=None) for h in s.host_names]
+        self.leaves = [net.addHost(f"leaf{i + 1}", cls=Node, ip=None) for i in range(s.leaves)]
+        self.spines = [net.addHost(f"spine{i + 1}", cls=Node, ip=None) for i in range(s.spines)]
+        self.switch_ports: dict[str, list[tuple[object, str]]] = {}
+        for i, h in enumerate(self.hosts):
+            leaf = self.leaves[i // s.hosts_per_leaf]
+            net.addLink(h, leaf, intfName1=f"{h.name}-eth0", intfName2=f"{leaf.name}-{h.name}")
+        for li, leaf in enumerate(self.leaves):
+            for si, sp in enumerate(self.spines):
+                net.addLink(
+                    leaf, sp, intfName1=f"{leaf.name}-s{si + 1}", intfName2=f"{sp.name}-l{li + 1}"
+                )
+
+    def start(self) -> None:
+        s = self.spec
+        self.net.build()
+        for node in self.leaves + self.spines:
+            node.cmd("sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1")
+        for i, h in enumerate(self.hosts):
+            leaf = self.leaves[i // s.hosts_per_leaf]
+            addr = s.host_address(i)
+            gw = addr.rsplit(".", 1)[0] + ".1"
+            h.cmd(f"ip addr add {addr}/24 dev {h.name}-eth0")
+            h.cmd(f"ip route add default via {gw}")
+            leaf.cmd(f"ip addr add {gw}/24 dev {leaf.name}-{h.name}")
+        for li, leaf in enumerate(self.leaves):
+            for si, sp in enumerate(self.spines):
+                net = f"10.200.{li * s.spines + si}"
+                leaf.cmd(f"ip addr add {net}.1/24 dev {leaf.name}-s{si + 1}")
+                sp.cmd(f"ip addr add {net}.2/24 dev {sp.name}-l{li + 1}")
+        for li, leaf in enumerate(self.leaves):
+            for other in range(s.leaves):
+                if other == li:
+                    continue
+                hops = " ".join(
+                    f"nexthop via 10.200.{li * s.spines + si}.2" for si in range(s.spines)
+                )
+                leaf.cmd(f"ip route add 10.{other + 1}.0.0/16 {hops}")
+        for si, sp in enumerate(self.spines):
+            for li in range(s.leaves):
+                sp.cmd(f"ip route add 10.{li + 1}.0.0/16 via 10.200.{li * s.spines + si}.1")
+        for node in self.leaves + self.spines:
+            for intf in node.intfList():
+                if intf.name == "lo":
+                    continue
+                for cmd in switch_queue_commands(intf.name, s.mbps, s.queues):
+                    out = node.cmd(cmd)
+                    if "rror" in out:
+                        raise RuntimeError(f"{node.name}: {cmd}: {out.strip()}")
+                self.switch_ports.setdefault(node.name, []).append((node, intf.name))
+
+    def host(self, name: str) -> object:
+        return self.net.get(name)
+
+    def netns_path(self, name: str) -> str:
+        return f"/proc/{self.host(name).pid}/ns/net"
+
+    def stop(self) -> None:
+        self.net.stop()

@@ -1,0 +1,1 @@
+"""Replays parameter-server and ring all-reduce training traffic over real TCP."""

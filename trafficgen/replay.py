@@ -1,0 +1,317 @@
+"""Replay a workload's cojobs over real TCP between hosts in network namespaces.
+
+* PS: each worker pushes model/#servers bytes to every server; a server that has all
+  pushes sends as much back to every worker; the iteration ends when every worker has
+  all pulls (the data dependencies are the iteration barrier).
+* Ring all-reduce: 2(W-1) steps; in each, every worker sends model/W bytes to its ring
+  successor and waits for its predecessor's chunk before the next step.
+* A compute gap precedes each iteration. A stage ends when all its jobs finish it;
+  the jobs whose (hidden) stage count is reached are stopped (successive halving).
+
+Every participant registers its job's flows with its host's agent (gRPC on the
+agent's Unix socket) and reports progress after each iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import grpc
+
+from grouper.flows import flow_id
+from grouper.v1 import agent_pb2 as pb
+from grouper.v1 import agent_pb2_grpc as pbg
+from pda.model import Cojob, Job
+from trafficgen import wire
+from trafficgen.netns import NetnsThread
+
+log = logging.getLogger("grouper.trafficgen")
+
+
+@dataclass
+class Pipe:
+    """One TCP connection between two hosts: each end reads and writes."""
+
+    name: str
+    a_host: str
+    b_host: str
+    port: int  # b's listening port
+    a: tuple[asyncio.StreamReader, asyncio.StreamWriter]
+    b: tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+    def close(self) -> None:
+        for _, w in (self.a, self.b):
+            w.close()
+
+
+@dataclass
+class Hosts:
+    addresses: dict[str, str]
+    netns: dict[str, NetnsThread]
+    registry: dict[str, pbg.RegistryStub | None]  # None: no agent on that host
+
+
+class JobRunner:
+    def __init__(
+        self, hosts: Hosts, cojob: Cojob, job: Job, ports: itertools.count, ledger: wire.Ledger
+    ) -> None:
+        self.h, self.cojob, self.job = hosts, cojob, job
+        self.ports, self.ledger = ports, ledger
+        self.pipes: list[Pipe] = []
+        self.flows: dict[str, dict[str, dict]] = defaultdict(dict)  # host -> id -> flow
+        self.done = 0
+
+    async def _pipe(
+        self, a: str, b: str, kind: str, port: int | None = None, listener: object = None
+    ) -> Pipe:
+        loop = asyncio.get_running_loop()
+        port = port or next(self.ports)
+        lsock = listener or await self.h.netns[b].listen(self.h.addresses[b], port)
+        csock = await self.h.netns[a].connect(self.h.addresses[b], port)
+        ssock, _ = await loop.sock_accept(lsock)
+        if listener is None:
+            lsock.close()
+        pa = await asyncio.open_connection(sock=csock)
+        pb_ = await asyncio.open_connection(sock=ssock)
+        name = f"{self.cojob.cojob_id}/{self.job.job_id}/{kind}{len(self.pipes)}"
+        pipe = Pipe(name, a, b, port, pa, pb_)
+        self.pipes.append(pipe)
+        return pipe
+
+    def _flow(self, src: str, dst: str, size: float, dport: int = 0, sport: int = 0) -> None:
+        if src == dst:
+            return  # host-local traffic never reaches the network
+        fid = flow_id(self.cojob.cojob_id, self.job.job_id, dst, dport, sport)
+        f = self.flows[src].setdefault(
+            fid,
+            {
+                "src_host": src,
+                "dst_host": dst,
+                "dst_port": dport,
+                "src_port": sport,
+                "bytes_per_iteration": 0.0,
+            },
+        )
+        f["bytes_per_iteration"] += size
+
+    async def setup(self) -> None:
+        j = self.job
+        if j.arch == "ps":
+            shard = int(j.model_bytes / len(j.servers))
+            self.shard = shard
+            self.ps: list[tuple[Pipe, int, int]] = []
+            for si, s in enumerate(j.servers):
+                port = next(self.ports)
+                lsock = await self.h.netns[s].listen(self.h.addresses[s], port)
+                for wi, w in enumerate(j.workers):
+                    pipe = await self._pipe(w, s, "ps", port, lsock)
+                    self.ps.append((pipe, wi, si))
+                    self._flow(w, s, shard, dport=port)
+                    self._flow(s, w, shard, sport=port)
+                lsock.close()
+        elif j.arch == "ring":
+            n = len(j.workers)
+            self.chunk = int(j.model_bytes / n)
+            self.ring = [
+                await self._pipe(j.workers[i], j.workers[(i + 1) % n], "ring") for i in range(n)
+            ]
+            for pipe in self.ring:
+                self._flow(pipe.a_host, pipe.b_host, 2 * (n - 1) * self.chunk, dport=pipe.port)
+        else:
+            self.explicit = []
+            for f in j.flows:
+                pipe = await self._pipe(f.src, f.dst, "flow")
+                self.explicit.append((pipe, int(f.bytes)))
+                self._flow(f.src, f.dst, f.bytes, dport=pipe.port)
+
+    async def register(self) -> None:
+        for host, flows in self.flows.items():
+            await self._call(
+                host,
+                "RegisterJob",
+                pb.JobRegistration(
+                    cojob_id=self.cojob.cojob_id,
+                    job_id=self.job.job_id,
+                    arch=self.job.arch,
+                    stage_iterations=list(self.cojob.stage_iterations),
+                    model_bytes=self.job.model_bytes,
+                    compute_time=self.job.compute_time,
+                    flows=[pb.FlowSpec(**f) for f in flows.values()],
+                ),
+            )
+
+    async def _call(self, host: str, method: str, msg: object) -> None:
+        stub = self.h.registry.get(host)
+        if stub is None:
+            return
+        try:
+            ack = await getattr(stub, method)(msg, timeout=5)
+            if not ack.ok:
+                log.error("agent on %s refused %s: %s", host, method, ack.error)
+        except grpc.aio.AioRpcError as exc:
+            log.warning("agent on %s unreachable for %s: %s", host, method, exc.code().name)
+
+    async def iteration(self, it: int) -> None:
+        if self.job.compute_time > 0:
+            await asyncio.sleep(self.job.compute_time)
+        led = self.ledger
+        if self.job.arch == "ps":
+            sz = self.shard
+            await asyncio.gather(
+                *(
+                    wire.send(p.a[1], k, it, sz, led, p.name + ">")
+                    for k, (p, _, _) in enumerate(self.ps)
+                ),
+                *(
+                    wire.recv(p.b[0], k, it, sz, led, p.name + ">")
+                    for k, (p, _, _) in enumerate(self.ps)
+                ),
+            )
+            await asyncio.gather(
+                *(
+                    wire.send(p.b[1], k, it, sz, led, p.name + "<")
+                    for k, (p, _, _) in enumerate(self.ps)
+                ),
+                *(
+                    wire.recv(p.a[0], k, it, sz, led, p.name + "<")
+                    for k, (p, _, _) in enumerate(self.ps)
+                ),
+            )
+        elif self.job.arch == "ring":
+            n = len(self.ring)
+            for step in range(2 * (n - 1)):
+                tag = it * 1000 + step
+                await asyncio.gather(
+                    *(
+                        wire.send(p.a[1], k, tag, self.chunk, led, p.name)
+                        for k, p in enumerate(self.ring)
+                    ),
+                    *(
+                        wire.recv(p.b[0], k, tag, self.chunk, led, p.name)
+                        for k, p in enumerate(self.ring)
+                    ),
+                )
+        else:
+            await asyncio.gather(
+                *(
+                    wire.send(p.a[1], k, it, sz, led, p.name)
+                    for k, (p, sz) in enumerate(self.explicit)
+                ),
+                *(
+                    wire.recv(p.b[0], k, it, sz, led, p.name)
+                    for k, (p, sz) in enumerate(self.explicit)
+                ),
+            )
+        self.done += 1
+        await asyncio.gather(
+            *(
+                self._call(
+                    h,
+                    "ReportProgress",
+                    pb.ProgressReport(
+                        cojob_id=self.cojob.cojob_id,
+                        job_id=self.job.job_id,
+                        iterations_done=self.done,
+                    ),
+                )
+                for h in self.flows
+            )
+        )
+
+    async def finish(self) -> None:
+        for p in self.pipes:
+            p.close()
+        await asyncio.gather(
+            *(
+                self._call(
+                    h,
+                    "JobFinished",
+                    pb.JobFinishedReport(cojob_id=self.cojob.cojob_id, job_id=self.job.job_id),
+                )
+                for h in self.flows
+            )
+        )
+
+
+@dataclass
+class ReplayResult:
+    stages: list[dict] = field(default_factory=list)
+    jobs: list[dict] = field(default_factory=list)
+    ledger: wire.Ledger = field(default_factory=wire.Ledger)
+    errors: list[str] = field(default_factory=list)
+
+
+async def replay(
+    cojobs: list[Cojob], hosts: Hosts, release_after: dict[str, tuple[str, int]] | None = None
+) -> ReplayResult:
+    res = ReplayResult()
+    ports = itertools.count(20000)
+    t0 = time.monotonic()
+    stage_done: dict[tuple[str, int], asyncio.Event] = defaultdict(asyncio.Event)
+
+    async def run_cojob(cj: Cojob) -> None:
+        trigger = (release_after or {}).get(cj.cojob_id)
+        if trigger:
+            await stage_done[trigger].wait()
+        else:
+            await asyncio.sleep(max(0.0, cj.arrival - (time.monotonic() - t0)))
+        arrival = time.monotonic() - t0
+        runners = [JobRunner(hosts, cj, j, ports, res.ledger) for j in cj.jobs]
+        for r in runners:
+            await r.setup()
+        await asyncio.gather(*(r.register() for r in runners))
+        alive = list(runners)
+        bound = 0
+        start = arrival
+        for k, iters in enumerate(cj.stage_iterations):
+            first, bound = bound, bound + iters
+
+            async def run_stage(r: JobRunner, lo: int = first, hi: int = bound) -> None:
+                for it in range(lo, hi):
+                    await r.iteration(it)
+
+            await asyncio.gather(*(run_stage(r) for r in alive))
+            end = time.monotonic() - t0
+            res.stages.append(
+                {
+                    "cojob": cj.cojob_id,
+                    "stage": k + 1,
+                    "start": start,
+                    "end": end,
+                    "sct": end - arrival,
+                    "duration": end - start,
+                }
+            )
+            stage_done[(cj.cojob_id, k + 1)].set()
+            start = end
+            last = k + 1 == len(cj.stage_iterations)
+            for r in list(alive):
+                if last or (r.job.stages is not None and r.job.stages <= k + 1):
+                    alive.remove(r)
+                    await r.finish()
+                    res.jobs.append(
+                        {
+                            "cojob": cj.cojob_id,
+                            "job": r.job.job_id,
+                            "arrival": arrival,
+                            "end": end,
+                            "jct": end - arrival,
+                            "stages": k + 1,
+                        }
+                    )
+            if not alive:
+                break
+
+    outcomes = await asyncio.gather(*(run_cojob(c) for c in cojobs), return_exceptions=True)
+    for c, o in zip(cojobs, outcomes, strict=True):
+        if isinstance(o, BaseException):
+            res.errors.append(f"{c.cojob_id}: {type(o).__name__}: {o}")
+    short = res.ledger.shortfall()
+    if short:
+        res.errors.append(f"bytes missing on {len(short)} flows: {dict(list(short.items())[:5])}")
+    return res
