@@ -106,6 +106,7 @@ class AgentCore:
                 flows=self.registry.local_flows(self.host),
                 addresses=self.addresses,
                 queues=self.queues,
+                finished=self.registry.finished_flows(self.host),
             )
         except ConfigError as exc:
             self.metrics.plans_refused.labels(self.host).inc()

@@ -40,13 +40,15 @@ def desired_rules(
     flows: dict[str, Flow],
     addresses: dict[str, str],
     queues: QueueConfig,
+    finished: set[str] | None = None,
 ) -> tuple[int, dict[RuleKey, Rule]]:
     """Validate ``plan`` (version, host, flows[]) and return (version, rules).
 
     Raises :class:`ConfigError` naming the field for a stale version, another host's
     plan, an unknown flow, a band out of range or a DSCP outside the table. Two flows
     that the kernel cannot tell apart (same destination and port) get the higher
-    priority of the two.
+    priority of the two. Entries for flows of jobs that already finished (the plan was
+    computed before the coordinator heard of it) are skipped, not refused.
     """
     m = v.mapping(plan, "plan", ("version", "host", "flows"))
     version = v.integer(v.get(m, "version", "plan"), "plan.version", minimum=1)
@@ -62,6 +64,8 @@ def desired_rules(
         path = f"plan.flows[{i}]"
         e = v.mapping(raw, path, ("flow_id", "band", "dscp"))
         fid = v.string(v.get(e, "flow_id", path), f"{path}.flow_id")
+        if finished and fid in finished:
+            continue
         if fid not in flows:
             raise ConfigError(f"{path}.flow_id", f"unknown flow {fid!r}")
         if fid in seen:

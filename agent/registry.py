@@ -249,6 +249,11 @@ class Registry:
                     out[f.flow_id(job.cojob_id, job.job_id)] = f
         return out
 
+    def finished_flows(self, host: str) -> set[str]:
+        """Ids of flows this host sent for jobs that have finished."""
+        return {f.flow_id(j.cojob_id, j.job_id) for j in self.jobs.values() if j.finished
+                for f in j.flows if f.src_host == host}
+
     def _job(self, m: Any) -> JobEntry:
         key = (
             v.string(v.get(m, "cojob_id", ""), "cojob_id"),

@@ -134,6 +134,11 @@ class Coordinator:
             link.agent_version = res.version
             link.acked = None
             return False
+        if log.isEnabledFor(logging.DEBUG):
+            old = link.acked or {}
+            diff = sum(1 for f in old.keys() | plan.keys() if old.get(f) != plan.get(f))
+            log.debug("plan %d to %s: %d flows, %d changed", version, link.host.name,
+                      len(plan), diff)
         link.agent_version, link.acked, link.last_push = res.version, plan, time.monotonic()
         self.metrics.plans_pushed.inc()
         return True

@@ -9,6 +9,7 @@ it does not cross the emulated data network.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,7 +82,9 @@ class Emulation:
         self.netns: dict[str, NetnsThread] = {}
 
     def start(self) -> None:
-        self.work.mkdir(parents=True, exist_ok=True)
+        if self.work.exists():
+            shutil.rmtree(self.work)  # no state left from an earlier run
+        self.work.mkdir(parents=True)
         self.fabric.start()
         cfg = cluster_config(self.spec, self.policy, self.period, self.work)
         self.config = cfg
@@ -121,7 +124,8 @@ class Emulation:
     def start_coordinator(self) -> None:
         log = (self.work / "coordinator.log").open("a")
         self.coordinator = subprocess.Popen(
-            [sys.executable, "-m", "grouper.cli", "coordinator", "--config", str(self.config)],
+            [sys.executable, "-m", "grouper.cli", "coordinator", "--config", str(self.config),
+             "--log-level", "DEBUG"],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
