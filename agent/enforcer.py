@@ -40,7 +40,11 @@ class Enforcer:
         self.nft = Nft()
         self.backend = probe_backend(self.ipr) if backend == "auto" else backend
         self.spec = QdiscSpec(
-            self.backend, queues.queues, queues.default_band, int(link_mbps * 1e6 / 8)
+            self.backend,
+            queues.queues,
+            queues.default_band,
+            int(link_mbps * 1e6 / 8),
+            queues.min_share,
         )
         self.layout: BandLayout = self.spec.layout
         self.qdisc = Qdisc(self.ipr, nic)

@@ -251,8 +251,13 @@ class Registry:
 
     def finished_flows(self, host: str) -> set[str]:
         """Ids of flows this host sent for jobs that have finished."""
-        return {f.flow_id(j.cojob_id, j.job_id) for j in self.jobs.values() if j.finished
-                for f in j.flows if f.src_host == host}
+        return {
+            f.flow_id(j.cojob_id, j.job_id)
+            for j in self.jobs.values()
+            if j.finished
+            for f in j.flows
+            if f.src_host == host
+        }
 
     def _job(self, m: Any) -> JobEntry:
         key = (

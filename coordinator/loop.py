@@ -137,8 +137,9 @@ class Coordinator:
         if log.isEnabledFor(logging.DEBUG):
             old = link.acked or {}
             diff = sum(1 for f in old.keys() | plan.keys() if old.get(f) != plan.get(f))
-            log.debug("plan %d to %s: %d flows, %d changed", version, link.host.name,
-                      len(plan), diff)
+            log.debug(
+                "plan %d to %s: %d flows, %d changed", version, link.host.name, len(plan), diff
+            )
         link.agent_version, link.acked, link.last_push = res.version, plan, time.monotonic()
         self.metrics.plans_pushed.inc()
         return True

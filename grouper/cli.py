@@ -152,6 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     em.add_argument("--period", type=float, default=0.5, help="scheduling period (s)")
     em.add_argument("--seed", type=int, default=1)
+    em.add_argument(
+        "--min-share",
+        dest="min_share",
+        type=float,
+        default=0.001,
+        help="share of each link guaranteed to every band (anti-starvation)",
+    )
     em.add_argument("--out", help="directory for logs and plots")
     em.add_argument("--json", metavar="PATH")
     ag = add("agent", _cmd_agent, "run the host agent (root)")

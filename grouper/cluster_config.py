@@ -195,7 +195,7 @@ def _admission(raw: Any) -> ContentionModel | None:
 
 
 def _queues(raw: Any, admission: ContentionModel | None) -> QueueConfig:
-    m = v.mapping(raw, "queues", ("count", "reserved", "scavenger", "dscp"))
+    m = v.mapping(raw, "queues", ("count", "reserved", "scavenger", "dscp", "min_share"))
     count = v.integer(m.get("count", 8), "queues.count", minimum=2)
     reserved = tuple(
         v.integer(x, f"queues.reserved[{i}]", minimum=0)
@@ -207,8 +207,9 @@ def _queues(raw: Any, admission: ContentionModel | None) -> QueueConfig:
         v.integer(x, f"queues.dscp[{i}]", minimum=0)
         for i, x in enumerate(v.sequence(m.get("dscp", []), "queues.dscp"))
     )
+    share = v.number(m.get("min_share", 0.001), "queues.min_share", positive=True)
     try:
-        return QueueConfig(count, reserved, scavenger, dscp, admission)
+        return QueueConfig(count, reserved, scavenger, dscp, admission, share)
     except ConfigError as exc:
         mapped = {"queues": "count"}.get(exc.path, exc.path)
         raise ConfigError(f"queues.{mapped}", exc.problem) from None

@@ -27,7 +27,11 @@ class FlowSpec:
 def ps_flows(
     workers: tuple[str, ...], servers: tuple[str, ...], model_bytes: float
 ) -> list[FlowSpec]:
-    """Every worker pushes model/#servers bytes to every server, which sends as much back."""
+    """Every worker pushes model/#servers bytes to every server, which sends as much back.
+
+    Pushes are at even positions and the matching pulls right after them (odd): the
+    simulator runs an iteration's pushes first and its pulls second.
+    """
     shard = model_bytes / len(servers)
     flows = []
     for w in workers:

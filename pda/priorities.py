@@ -50,8 +50,13 @@ class QueueConfig:
     scavenger: int | None = -1  # -1: the last band; None: no scavenger band
     dscp: tuple[int, ...] = field(default=())  # band -> DSCP; empty: default table
     admission: ContentionModel | None = field(default_factory=ContentionModel)
+    # share of the link each band is guaranteed where strict priority is emulated with
+    # HTB (agents, emulated switches): keeps starved TCP flows' ACK clock alive
+    min_share: float = 0.001
 
     def __post_init__(self) -> None:
+        if not 0 < self.min_share <= 1 / self.queues:
+            raise ConfigError("min_share", f"must be in (0, 1/queues], got {self.min_share}")
         if not 2 <= self.queues <= 16:
             raise ConfigError("queues", f"must be between 2 and 16, got {self.queues}")
         for i, r in enumerate(self.reserved):

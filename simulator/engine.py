@@ -48,6 +48,8 @@ class SimJob:
     band: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     rband: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     end: float = math.nan
+    step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per flow
+    current_step: int = 0
 
 
 @dataclass
@@ -108,6 +110,11 @@ class Engine:
                     for k, (s, d) in enumerate(zip(src, dst, strict=True))
                 ]
                 ids.append(len(self.jobs))
+                step = (
+                    np.arange(len(job.flows)) % 2
+                    if job.arch == "ps"
+                    else np.zeros(len(job.flows), np.int64)
+                )
                 self.jobs.append(
                     SimJob(
                         g,
@@ -118,6 +125,7 @@ class Engine:
                         paths,
                         job.compute_time,
                         job.stages or cj.num_stages,
+                        step=step,
                     )
                 )
             self.cojobs.append(SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids))
@@ -137,9 +145,19 @@ class Engine:
         else:
             self._start_comm(j)
 
-    def _start_comm(self, j: SimJob) -> None:
-        j.phase, j.until = "comm", math.inf
-        j.remaining = np.where(j.src == j.dst, 0.0, j.size)
+    def _start_comm(self, j: SimJob, step: int = 0) -> None:
+        """Start communication step ``step`` of an iteration: PS pushes are step 0 and
+        pulls step 1 (a server answers once it has every push); other jobs have one."""
+        j.phase, j.until, j.current_step = "comm", math.inf, step
+        j.remaining = np.where((j.src == j.dst) | (j.step != step), 0.0, j.size)
+
+    def _comm_finished(self, j: SimJob) -> bool:
+        """True when the iteration's last step is done; else moves to the next step."""
+        while j.current_step < int(j.step.max(initial=0)):
+            self._start_comm(j, j.current_step + 1)
+            if (j.remaining > EPS).any():
+                return False
+        return True
 
     def _start_cojob(self, g: int) -> None:
         c = self.cojobs[g]
@@ -256,8 +274,10 @@ class Engine:
                         self._start_comm(j)
                         progressed = True
                     if j.phase == "comm" and not (j.remaining > EPS).any():
-                        changed |= self._iteration_done(j)
-                        fresh_needed = progressed = True
+                        progressed = True
+                        if self._comm_finished(j):
+                            changed |= self._iteration_done(j)
+                            fresh_needed = True
             if not self._active_cojobs() and not any(
                 math.isfinite(self.cojobs[g].arrival) for g in pending
             ):

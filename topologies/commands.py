@@ -47,7 +47,7 @@ def emulate(args: object) -> int:
         raise ConfigError("emulate", "Mininet is not installed (apt-get install mininet)")
     policies = [p for p in args.policies.split(",") if p]
     wl = load_experiment(args.experiment)
-    queues = QueueConfig()
+    queues = QueueConfig(min_share=args.min_share)
     spec = spec_of(wl, queues)
     out = Path(args.out or f"results/emulate/{wl.name}")
     period = args.period
@@ -68,6 +68,7 @@ def emulate(args: object) -> int:
             "avg_sct": sum(sct) / len(sct),
             "avg_jct": sum(jct) / len(jct),
             "stages": len(sct),
+            "stage_times": r.stages,
             "bytes": sum(r.ledger.received.values()),
             "bytes_missing": 0,
         }

@@ -57,6 +57,7 @@ def cluster_config(
             "count": spec.queues.queues,
             "reserved": list(spec.queues.reserved),
             "dscp": list(spec.queues.dscp_table),
+            "min_share": spec.queues.min_share,
         },
         "scheduling": {
             "policy": "grouper" if policy == "fs" else policy,
@@ -124,8 +125,16 @@ class Emulation:
     def start_coordinator(self) -> None:
         log = (self.work / "coordinator.log").open("a")
         self.coordinator = subprocess.Popen(
-            [sys.executable, "-m", "grouper.cli", "coordinator", "--config", str(self.config),
-             "--log-level", "DEBUG"],
+            [
+                sys.executable,
+                "-m",
+                "grouper.cli",
+                "coordinator",
+                "--config",
+                str(self.config),
+                "--log-level",
+                "DEBUG",
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,

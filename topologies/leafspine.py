@@ -47,10 +47,13 @@ class LeafSpine:
         return f"leafspine:{self.leaves},{self.spines},{self.hosts_per_leaf},{self.mbps / 1000:g}"
 
 
+SWITCH_QUEUE_PACKETS = 100
+
+
 def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[str]:
     """tc commands giving ``dev`` the cluster's DSCP-keyed strict-priority queues."""
     rate = f"{mbps}mbit"
-    tiny = f"{max(mbps * 1000 / 1000, 8):g}kbit"
+    tiny = f"{max(mbps * 1000 * queues.min_share, 8):g}kbit"
     default = 0x10 + queues.default_band
     cmds = [
         f"tc qdisc replace dev {dev} root handle 1: htb default {default:x}",
@@ -61,6 +64,9 @@ def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[st
             f"tc class add dev {dev} parent 1:1 classid 1:{0x10 + band:x} htb "
             f"rate {tiny} ceil {rate} prio {min(band, 7)} quantum 1514"
         )
+    for band in range(queues.queues):  # shallow buffers, as switch ports have
+        cmds.append(f"tc qdisc add dev {dev} parent 1:{0x10 + band:x} handle {0x20 + band:x}: "
+                    f"pfifo limit {SWITCH_QUEUE_PACKETS}")
     for band, dscp in enumerate(queues.dscp_table):
         cmds.append(
             f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip "
@@ -104,6 +110,8 @@ class Fabric:
             gw = addr.rsplit(".", 1)[0] + ".1"
             h.cmd(f"ip addr add {addr}/24 dev {h.name}-eth0")
             h.cmd(f"ip route add default via {gw}")
+            # training hosts keep their congestion window across compute gaps
+            h.cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
             leaf.cmd(f"ip addr add {gw}/24 dev {leaf.name}-{h.name}")
         for li, leaf in enumerate(self.leaves):
             for si, sp in enumerate(self.spines):

@@ -6,7 +6,8 @@ One table, ``inet grouper``, holds everything the agent installs:
   (the tc classid of the flow's band; the qdisc picks the class from it without filters);
 * verdict maps ``dscp_dport`` / ``dscp_sport``: same keys -> ``goto dscp_<N>``, a chain
   that sets DSCP N (nft 1.0 cannot take ``ip dscp set`` from a map directly);
-* control traffic (agent and coordinator gRPC ports) -> band 0 and its DSCP.
+* control traffic (agent and coordinator gRPC ports) and pure TCP ACKs -> band 0 and
+  its DSCP (ACKs are tiny; in a low band they would stall a prioritized flow).
 
 A full apply replaces the table in one transaction; a plan change is one transaction
 of element deletions and additions. Neither touches the qdisc.
@@ -23,6 +24,7 @@ from pda.priorities import QueueConfig
 TABLE = "grouper"
 FAMILY = "inet"
 COMMENT = "managed by grouper-agent"
+ACK_MAX_LENGTH = 100  # IP length below which an ACK carries no payload (header + options)
 
 
 def render_table(
@@ -58,6 +60,12 @@ def render_table(
     if ports:
         lines.append(f"    tcp dport {{ {ports} }} {ctl} return")
         lines.append(f"    tcp sport {{ {ports} }} {ctl} return")
+    # pure ACKs (ACK alone, no PSH, short) ride the control band: a flow whose reverse path is
+    # congested must not stall on its own ACK clock
+    lines.append(
+        f"    ip length < {ACK_MAX_LENGTH} "
+        f"tcp flags & (syn | fin | rst | psh | ack) == ack {ctl} return"
+    )
     for match in ("dport", "sport"):
         lines.append(f"    meta priority set ip daddr . tcp {match} map @band_{match}")
         lines.append(f"    ip daddr . tcp {match} vmap @dscp_{match}")

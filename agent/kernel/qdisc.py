@@ -38,14 +38,15 @@ class QdiscSpec:
     bands: int
     default_band: int
     rate_bps: int  # link rate, bytes per second (HTB only)
+    min_share: float = 0.001  # of the link, guaranteed to every band (HTB only)
 
     @property
     def layout(self) -> BandLayout:
         return BandLayout(self.backend, self.bands)
 
     def leaf_rate(self) -> int:
-        """HTB leaves' guaranteed rate: 0.1% of the link, at least 1 kB/s."""
-        return max(self.rate_bps // 1000, 1000)
+        """HTB leaves' guaranteed rate: ``min_share`` of the link, at least 1 kB/s."""
+        return max(int(self.rate_bps * self.min_share), 1000)
 
 
 def probe_backend(ipr: IPRoute) -> str:

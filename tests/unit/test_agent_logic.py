@@ -209,7 +209,12 @@ def test_plan_entries_for_finished_jobs_are_skipped_not_refused():
     reg.register(job(cojob="c2", ports=(5002,)))
     reg.job_finished({"cojob_id": "c1", "job_id": "j1"})
     _, rules = desired_rules(
-        plan(1, [("c1/j1/b:5001", 1, 48), ("c2/j1/b:5002", 2, 40)]), host="a", in_force=0,
-        flows=reg.local_flows("a"), addresses=ADDR, queues=QueueConfig(),
-        finished=reg.finished_flows("a"))
+        plan(1, [("c1/j1/b:5001", 1, 48), ("c2/j1/b:5002", 2, 40)]),
+        host="a",
+        in_force=0,
+        flows=reg.local_flows("a"),
+        addresses=ADDR,
+        queues=QueueConfig(),
+        finished=reg.finished_flows("a"),
+    )
     assert rules == {("dport", "10.0.0.2", 5002): Rule(2, 40)}
