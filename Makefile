@@ -30,9 +30,10 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest -q tests
 
+# The emulated cluster: agents, coordinator and real TCP training traffic on a Mininet
+# leaf-spine, under fair sharing and under grouper, with the simulator's prediction.
 demo: setup
-	$(BIN)/grouper order --workload builtin:fig3
-	$(BIN)/grouper lower-bound --workload builtin:fig3
+	$(BIN)/grouper emulate --experiment builtin:small --policies fs,grouper
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

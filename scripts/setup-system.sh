@@ -4,6 +4,7 @@
 #   iproute2          ip netns, tc (kernel tests, agent)
 #   nftables          nft and libnftables.so.1 (the agent's classifier and DSCP marking)
 #   iperf3, tcpdump   real TCP traffic and captures in kernel tests
+#   mininet           mnexec and friends for the emulated leaf-spine (make demo, tests)
 set -euo pipefail
 need=()
 command -v python3 >/dev/null || need+=(python3)
@@ -12,6 +13,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v nft >/dev/null || need+=(nftables)
 command -v iperf3 >/dev/null || need+=(iperf3)
 command -v tcpdump >/dev/null || need+=(tcpdump)
+command -v mnexec >/dev/null || need+=(mininet)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -37,6 +37,7 @@ def write_csv(runs: dict[str, PolicyRun], out: Path) -> list[Path]:
 
 
 def plot_cdf(runs: dict[str, PolicyRun], path: Path, title: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 4))
     for policy, run in runs.items():
         x = np.sort(
@@ -64,6 +65,7 @@ def plot_normalized(results: dict[str, dict], path: Path, title: str) -> Path:
     metrics = ["avg_sct", "avg_jct", "avg_slowdown"]
     base = results.get("fs")
     policies = list(results)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.8 / max(len(policies), 1)
     for i, p in enumerate(policies):
@@ -89,6 +91,7 @@ def plot_sweep(
     path: Path,
     title: str,
 ) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, ys in series.items():
         ax.plot(xs, ys, marker="o", label=name)

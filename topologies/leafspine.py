@@ -65,8 +65,10 @@ def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[st
             f"rate {tiny} ceil {rate} prio {min(band, 7)} quantum 1514"
         )
     for band in range(queues.queues):  # shallow buffers, as switch ports have
-        cmds.append(f"tc qdisc add dev {dev} parent 1:{0x10 + band:x} handle {0x20 + band:x}: "
-                    f"pfifo limit {SWITCH_QUEUE_PACKETS}")
+        cmds.append(
+            f"tc qdisc add dev {dev} parent 1:{0x10 + band:x} handle {0x20 + band:x}: "
+            f"pfifo limit {SWITCH_QUEUE_PACKETS}"
+        )
     for band, dscp in enumerate(queues.dscp_table):
         cmds.append(
             f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip "

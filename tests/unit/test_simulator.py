@@ -119,3 +119,35 @@ def test_testbed_relaunches_a_model_after_its_third_stage():
     start = {s["cojob"]: s["start"] for s in r.stages if s["stage"] == 1}
     for model in ("DeepSpeech2", "ResNet152", "AlexNet", "VGG19"):
         assert start[f"{model}-r2"] == pytest.approx(end3[f"{model}-r1"])
+
+
+def test_sweep_writes_its_plot_and_json(tmp_path):
+    out = tmp_path / "nested" / "sweep"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grouper.cli",
+            "simulate",
+            "sweep",
+            "--what",
+            "period",
+            "--workload",
+            "builtin:fig3",
+            "--values",
+            "0,1",
+            "--policies",
+            "grouper",
+            "--out",
+            str(out),
+            "--json",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    res = json.loads(proc.stdout)
+    assert res["normalized_avg_sct"]["fs"] == [1.0, 1.0]
+    assert len(res["normalized_avg_sct"]["grouper"]) == 2
+    assert (out / "period.png").stat().st_size > 0
