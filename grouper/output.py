@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 
+def _finite(obj: Any) -> Any:
+    """JSON has no NaN or infinity: write them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return _finite(obj.item())
+    return obj
+
+
 def write_json(obj: dict[str, Any], path: str | None) -> None:
     if path is None:
         return
-    text = json.dumps(obj, indent=2, sort_keys=False) + "\n"
+    text = json.dumps(_finite(obj), indent=2, sort_keys=False, allow_nan=False) + "\n"
     if path == "-":
         sys.stdout.write(text)
     else:
