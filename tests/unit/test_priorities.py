@@ -8,7 +8,7 @@ import pytest
 from grouper.errors import ConfigError
 from pda.admission import ContentionModel
 from pda.model import Cojob, FlowSpec, Job
-from pda.policies import host_plans, schedule
+from pda.policies import flow_priorities, host_plans, schedule
 from pda.priorities import QueueConfig, default_dscp_table, map_priorities, tos_byte
 from pda.snapshot import build_snapshot
 
@@ -64,17 +64,7 @@ def many_stages_one_port(sizes):
 
 
 def bands_for(snap, cfg):
-    sched = schedule(snap, "baraat")
-    fp = map_priorities(
-        sched.loads,
-        sched.order,
-        sched.flow_unit,
-        snap.flow_src,
-        snap.flow_dst,
-        len(snap.hosts),
-        cfg,
-    )
-    return fp.band.tolist()
+    return flow_priorities(snap, schedule(snap, "baraat"), cfg).band.tolist()
 
 
 def test_overflow_without_admission_shares_last_data_band():
