@@ -75,7 +75,7 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
     core = AgentCore(
         opts.host, registry, kernel, cfg.queues, cfg.addresses, cfg.failure.plan_ttl, metrics
     )
-    tailer = JsonlTailer(opts.jobs_dir, lambda ev: _raise_on_error(core, ev))
+    tailer = JsonlTailer(opts.jobs_dir, lambda ev: core.registry_call("event", ev, "jsonl"))
     public = grpc.aio.server()
     local = grpc.aio.server()
     health_svc = health.aio.HealthServicer()
@@ -137,15 +137,6 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         finally:
             kernel.close()
             Path(opts.socket).unlink(missing_ok=True)
-
-
-def _raise_on_error(core: AgentCore, event: object) -> None:
-    from grouper.errors import ConfigError
-
-    err = core.registry_call("event", event, source="jsonl")
-    if err:
-        path, _, problem = err.partition(": ")
-        raise ConfigError(path, problem)
 
 
 def run(args: argparse.Namespace) -> int:

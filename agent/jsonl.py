@@ -20,7 +20,10 @@ log = logging.getLogger("grouper.agent.jsonl")
 
 
 class JsonlTailer:
-    def __init__(self, directory: str | Path, handle: Callable[[Any], Any]) -> None:
+    """``handle(event)`` returns "" when the event was applied, else the error (naming
+    the field); it may also raise :class:`ConfigError`."""
+
+    def __init__(self, directory: str | Path, handle: Callable[[Any], str]) -> None:
         self.directory = Path(directory)
         self.handle = handle
         self.offsets: dict[Path, int] = {}
@@ -50,12 +53,17 @@ class JsonlTailer:
                 if not raw.strip():
                     continue
                 try:
-                    self.handle(json.loads(raw))
-                    applied += 1
+                    error = self.handle(json.loads(raw))
                 except json.JSONDecodeError as exc:
                     self._error(where, f"not JSON: {exc.msg}")
+                    continue
                 except ConfigError as exc:
                     self._error(where, str(exc))
+                    continue
+                if error:
+                    self._error(where, error)
+                else:
+                    applied += 1
         return applied
 
     def _error(self, where: str, message: str) -> None:

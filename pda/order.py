@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from pda.snapshot import Snapshot
+
 REL_TOL = 1e-12
 
 
@@ -183,11 +185,8 @@ def _fallback_port(
     return int(ports[np.argmax(port_load[ports])])
 
 
-def pda_order(snapshot: object, *, trace: bool = False) -> OrderResult:
-    """PDA over the unfinished stages of a :class:`pda.snapshot.Snapshot`."""
-    from pda.snapshot import Snapshot
-
-    assert isinstance(snapshot, Snapshot)
+def pda_order(snapshot: Snapshot, *, trace: bool = False) -> OrderResult:
+    """PDA over the unfinished stages of a snapshot."""
     return primal_dual_order(
         snapshot.stage_loads,
         stage_weights(snapshot.stage_number),

@@ -53,8 +53,11 @@ def schedule(snap: Snapshot, policy: str, previous: list[str] | None = None) -> 
     """The policy's order; with ``previous`` (unit ids of the last order) no new order
     is computed: known units keep their previous order and units that arrived since
     are appended, marked ``late`` (they go through admission)."""
-    sched = _schedule(snap, policy) if previous is None else _units(snap, policy)
-    if previous is None or sched.unit_kind == "none":
+    sched = _units(snap, policy)
+    if sched.unit_kind == "none":
+        return sched
+    if previous is None:
+        sched.order = _order(snap, sched)
         return sched
     index = {u: i for i, u in enumerate(sched.unit_ids)}
     known = [index[u] for u in previous if u in index]
@@ -67,12 +70,13 @@ def schedule(snap: Snapshot, policy: str, previous: list[str] | None = None) -> 
 
 
 def _units(snap: Snapshot, policy: str) -> Schedule:
-    """The policy's units with an empty order (for reuse of a previous order)."""
+    """The units a policy orders, with an empty order."""
+    if policy not in POLICIES:
+        raise ConfigError("policy", f"must be one of {', '.join(POLICIES)}; got {policy!r}")
+    empty = np.zeros(0, np.int64)
     if policy in ("grouper", "grouper-offline", "baraat"):
         stage_of_flow = snap.job_stage[snap.flow_job] if len(snap.flow_job) else snap.flow_job
-        return Schedule(
-            policy, "stage", snap.stage_ids, snap.stage_loads, np.zeros(0, np.int64), stage_of_flow
-        )
+        return Schedule(policy, "stage", snap.stage_ids, snap.stage_loads, empty, stage_of_flow)
     if policy in ("sincronia", "sptf"):
         active = snap.job_stage >= 0
         fu = (
@@ -81,45 +85,29 @@ def _units(snap: Snapshot, policy: str) -> Schedule:
             else snap.flow_job
         )
         loads = snap.job_iter_loads.multiply(active[:, None]).tocsr()
-        return Schedule(policy, "job", snap.job_ids, loads, np.zeros(0, np.int64), fu)
-    return _schedule(snap, policy)
-
-
-def _schedule(snap: Snapshot, policy: str) -> Schedule:
-    if policy not in POLICIES:
-        raise ConfigError("policy", f"must be one of {', '.join(POLICIES)}; got {policy!r}")
-    stage_of_flow = snap.job_stage[snap.flow_job] if len(snap.flow_job) else snap.flow_job
-    if policy in ("grouper", "grouper-offline"):
-        order = pda_order(snap).order
-        return Schedule(policy, "stage", snap.stage_ids, snap.stage_loads, order, stage_of_flow)
-    if policy == "baraat":
-        key = (snap.stage_number, snap.stage_cojob, snap.stage_started)
-        order = np.lexsort(key)
-        return Schedule(policy, "stage", snap.stage_ids, snap.stage_loads, order, stage_of_flow)
-    active = snap.job_stage >= 0
-    job_flow_unit = (
-        np.where(active[snap.flow_job], snap.flow_job, -1) if len(snap.flow_job) else snap.flow_job
-    )
-    if policy == "sincronia":
-        loads = snap.job_iter_loads.multiply(active[:, None]).tocsr()
-        rows = np.flatnonzero(active)
-        sub = primal_dual_order(loads[rows], np.ones(len(rows)), tie_key=rows.astype(float))
-        order = rows[sub.order]
-        return Schedule(policy, "job", snap.job_ids, loads, order, job_flow_unit)
-    if policy == "sptf":
-        rows = np.flatnonzero(active)
-        order = rows[np.argsort(snap.job_remaining[rows], kind="stable")]
-        loads = snap.job_iter_loads.multiply(active[:, None]).tocsr()
-        return Schedule(policy, "job", snap.job_ids, loads, order, job_flow_unit)
+        return Schedule(policy, "job", snap.job_ids, loads, empty, fu)
     # fs: nothing is ordered
     return Schedule(
         policy,
         "none",
         [],
         sparse.csr_matrix((0, snap.num_ports)),
-        np.zeros(0, np.int64),
+        empty,
         np.full(len(snap.flow_job), -1),
     )
+
+
+def _order(snap: Snapshot, sched: Schedule) -> np.ndarray:
+    policy = sched.policy
+    if policy in ("grouper", "grouper-offline"):
+        return pda_order(snap).order
+    if policy == "baraat":
+        return np.lexsort((snap.stage_number, snap.stage_cojob, snap.stage_started))
+    rows = np.flatnonzero(snap.job_stage >= 0)
+    if policy == "sincronia":
+        sub = primal_dual_order(sched.loads[rows], np.ones(len(rows)), tie_key=rows.astype(float))
+        return rows[sub.order]
+    return rows[np.argsort(snap.job_remaining[rows], kind="stable")]  # sptf
 
 
 def flow_priorities(

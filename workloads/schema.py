@@ -79,17 +79,12 @@ def load_workload(spec: str, **params: float) -> Workload:
 
 
 def _hosts_from_topology(spec: str, path: str) -> tuple[str, ...]:
-    kind, _, arg = spec.partition(":")
-    if kind == "bigswitch":
-        n = v.integer(int(arg) if arg.isdigit() else arg, path, minimum=1)
-        return tuple(f"h{i + 1}" for i in range(n))
-    if kind == "leafspine":
-        parts = arg.split(",")
-        if len(parts) != 4:
-            raise ConfigError(path, "leafspine needs L,S,H,GBPS")
-        leaves, hosts = int(parts[0]), int(parts[2])
-        return tuple(f"h{i + 1}" for i in range(leaves * hosts))
-    raise ConfigError(path, f"unknown topology kind {kind!r} (known: bigswitch, leafspine)")
+    from simulator.topology import parse_topology
+
+    try:
+        return parse_topology(spec).hosts
+    except ConfigError as exc:
+        raise ConfigError(path, exc.problem) from None
 
 
 def parse_workload(data: Any, default_name: str = "workload") -> Workload:

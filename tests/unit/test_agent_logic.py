@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from agent.jsonl import JsonlTailer
@@ -200,7 +198,6 @@ def test_jsonl_tailer_applies_complete_lines_once_and_reports_bad_ones(tmp_path)
     assert t.poll() == 0
     assert seen == [1, 2, 3]
     assert t.errors == ["j.jsonl:2: bad: refused", "j.jsonl:3: not JSON: Expecting value"]
-    json.dumps(t.errors)
 
 
 def test_plan_entries_for_finished_jobs_are_skipped_not_refused():

@@ -115,3 +115,20 @@ def test_cli_reports_bad_workload_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "cojobs[0].jobs[0].model_bytes: must be positive" in proc.stderr
+
+
+def test_topology_gives_the_hosts_including_a_partial_last_leaf():
+    data = {
+        "topology": "leafspine:3,3,8,1,23",
+        "cojobs": [
+            {
+                "id": "A",
+                "stages": [1],
+                "jobs": [{"id": "j", "arch": "ring", "model_bytes": 1e6, "workers": ["h1", "h23"]}],
+            }
+        ],
+    }
+    assert parse_workload(data).hosts[-1] == "h23"
+    data["topology"] = "torus:4"
+    with pytest.raises(ConfigError, match="^topology: expected bigswitch:P or leafspine"):
+        parse_workload(data)
