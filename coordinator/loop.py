@@ -75,6 +75,8 @@ class Coordinator:
         self.host_names = set(self.links)
         for link in old.values():
             asyncio.ensure_future(link.channel.close())
+            self.metrics.agent_up.remove(link.host.name)
+        self.metrics.agents_up.set(sum(lk.up for lk in self.links.values()))
         self.cfg = cfg
         log.info("config reloaded: %d hosts, policy %s", len(cfg.hosts), cfg.scheduling.policy)
 
@@ -104,14 +106,19 @@ class Coordinator:
             )
         link.up, link.last_ok, link.jobs = True, time.monotonic(), jobs
         link.agent_version = report.plan_version
-        self.metrics.agent_up.labels(link.host.name).set(1)
+        self._publish_up(link)
 
     def _mark_down(self, link: AgentLink, why: str) -> None:
         if link.up:
             log.warning("agent %s is down (%s)", link.host.name, why)
             self.metrics.errors.labels("agent_down").inc()
         link.up = False
-        self.metrics.agent_up.labels(link.host.name).set(0)
+        self._publish_up(link)
+
+    def _publish_up(self, link: AgentLink) -> None:
+        """Per-host and total gauges change together, so a scrape never sees them disagree."""
+        self.metrics.agent_up.labels(link.host.name).set(int(link.up))
+        self.metrics.agents_up.set(sum(lk.up for lk in self.links.values()))
 
     async def _push(self, link: AgentLink, plan: HostPlan) -> bool:
         version = link.next_version()
@@ -174,7 +181,6 @@ class Coordinator:
         ):
             m.cycle_seconds.labels(step).set(s)
         m.stages.set(planned.stages)
-        m.agents_up.set(up)
         if stats.pushed:
             log.info(
                 "cycle (%s): %d/%d agents up, %d stages, %d plans pushed, %.0f ms",
