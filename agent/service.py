@@ -146,8 +146,28 @@ class AgentServicer(pbg.AgentServicer):
 
     async def ApplyPlan(self, request: pb.Plan, context: Any) -> pb.ApplyResult:
         await self._check(context)
+        return await self._apply(request)
+
+    async def _apply(self, request: pb.Plan) -> pb.ApplyResult:
         ok, error, changed = await self.core.apply_plan(plan_dict(request))
         return pb.ApplyResult(applied=ok, version=self.core.version, error=error, changed=changed)
+
+    async def Session(
+        self, requests: AsyncIterator[pb.SessionRequest], context: Any
+    ) -> AsyncIterator[pb.SessionReply]:
+        await self._check(context)
+        async for req in requests:
+            kind = req.WhichOneof("request")
+            if kind == "collect":
+                yield pb.SessionReply(report=await host_report(self.core))
+            elif kind == "plan":
+                yield pb.SessionReply(result=await self._apply(req.plan))
+            else:  # an empty or newer request: answer so the caller's order holds
+                yield pb.SessionReply(
+                    result=pb.ApplyResult(
+                        applied=False, version=self.core.version, error="session: empty request"
+                    )
+                )
 
     async def WatchEvents(
         self, request: pb.WatchRequest, context: Any

@@ -1,10 +1,12 @@
 """``grouper bench coordinator``: one full cycle against 1,000 agents over loopback gRPC.
 
 The agents are virtual: one in-process gRPC server answers for all of them, told apart
-by the ``x-grouper-host`` header the coordinator sends. Their reports are serialized
-once up front, so the time measured is the coordinator's: collect (1,000 concurrent
-Collect calls, parsing and validating reports), order (merge, PDA, mapping) and push
-(1,000 concurrent ApplyPlan calls). Every run forces a push to every agent.
+by the ``x-grouper-host`` header the coordinator sends, over the same Session streams
+the coordinator keeps to real agents. Their reports are serialized once up front, so
+the time measured is mostly the coordinator's (the fleet shares its process and
+cores): collect (1,000 concurrent requests, parsing and validating reports), order
+(merge, PDA, mapping) and push (1,000 concurrent plans). Every run forces a push to
+every agent.
 """
 
 from __future__ import annotations
@@ -59,29 +61,32 @@ def fleet_reports(hosts: int, stages: int, seed: int) -> dict[str, bytes]:
 
 
 class Fleet:
+    """Answers for every virtual agent; replies to collects are serialized up front."""
+
     def __init__(self, reports: dict[str, bytes]) -> None:
-        self.reports = reports
+        self.replies = {
+            h: pb.SessionReply(report=pb.HostReport.FromString(r)).SerializeToString()
+            for h, r in reports.items()
+        }
         self.plans = 0
 
-    def _host(self, context: Any) -> str:
-        return dict(context.invocation_metadata())["x-grouper-host"]
-
-    async def collect(self, request: bytes, context: Any) -> bytes:
-        return self.reports[self._host(context)]
-
-    async def apply(self, request: bytes, context: Any) -> bytes:
-        plan = pb.Plan.FromString(request)
-        self.plans += 1
-        return pb.ApplyResult(applied=True, version=plan.version).SerializeToString()
+    async def session(self, requests: Any, context: Any) -> Any:
+        host = dict(context.invocation_metadata())["x-grouper-host"]
+        async for raw in requests:
+            req = pb.SessionRequest.FromString(raw)
+            if req.HasField("plan"):
+                self.plans += 1
+                yield pb.SessionReply(
+                    result=pb.ApplyResult(applied=True, version=req.plan.version)
+                ).SerializeToString()
+            else:
+                yield self.replies[host]
 
     def handler(self) -> grpc.GenericRpcHandler:
         ident = lambda b: b  # noqa: E731 - raw bytes in and out
         return grpc.method_handlers_generic_handler(
             "grouper.v1.Agent",
-            {
-                "Collect": grpc.unary_unary_rpc_method_handler(self.collect, ident, ident),
-                "ApplyPlan": grpc.unary_unary_rpc_method_handler(self.apply, ident, ident),
-            },
+            {"Session": grpc.stream_stream_rpc_method_handler(self.session, ident, ident)},
         )
 
 

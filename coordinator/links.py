@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -24,17 +26,24 @@ log = logging.getLogger("grouper.coordinator")
 
 def channel_for(host: HostConfig, cfg: ClusterConfig) -> grpc.aio.Channel:
     target = host.agent
+    # gRPC backs off reconnects exponentially up to 2 minutes; an agent that restarts
+    # must be re-synced within a couple of periods, so cap the backoff at one period
+    backoff_ms = int(max(250, min(5000, cfg.scheduling.period * 1000)))
+    options: list[tuple[str, Any]] = [
+        ("grpc.initial_reconnect_backoff_ms", min(backoff_ms, 1000)),
+        ("grpc.min_reconnect_backoff_ms", min(backoff_ms, 1000)),
+        ("grpc.max_reconnect_backoff_ms", backoff_ms),
+    ]
     if cfg.tls is None:
-        return grpc.aio.insecure_channel(target)
+        return grpc.aio.insecure_channel(target, options=options)
     creds = grpc.ssl_channel_credentials(
         root_certificates=Path(cfg.tls.ca).read_bytes(),
         private_key=Path(cfg.tls.key).read_bytes(),
         certificate_chain=Path(cfg.tls.cert).read_bytes(),
     )
     # the agent's certificate must name its configured host
-    return grpc.aio.secure_channel(
-        target, creds, options=[("grpc.ssl_target_name_override", host.name)]
-    )
+    options.append(("grpc.ssl_target_name_override", host.name))
+    return grpc.aio.secure_channel(target, creds, options=options)
 
 
 def parse_report(
@@ -96,6 +105,10 @@ def _validate_job(job: pb.JobRegistration, host: str, known_hosts: set[str]) -> 
     )
 
 
+class LinkError(Exception):
+    """The agent did not answer: the gRPC status name, or why the session ended."""
+
+
 @dataclass
 class AgentLink:
     host: HostConfig
@@ -109,6 +122,8 @@ class AgentLink:
     acked: HostPlan | None = None
     last_push: float = -math.inf
     report_cache: dict[bytes, ReportedJob | str] = field(default_factory=dict)
+    session: grpc.aio.StreamStreamCall | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
     def open(cls, host: HostConfig, cfg: ClusterConfig) -> AgentLink:
@@ -119,6 +134,50 @@ class AgentLink:
     def metadata(self) -> tuple[tuple[str, str], ...]:
         """Every call names the host it is meant for (agents and audits can check)."""
         return (("x-grouper-host", self.host.name),)
+
+    async def request(self, req: pb.SessionRequest, timeout: float) -> pb.SessionReply:
+        """One request/reply on the agent's Session stream, opened on first use.
+
+        A stream that breaks is dropped; if it was an old one (the agent may have
+        restarted since), one fresh stream is tried before giving up with LinkError.
+        """
+        async with self.lock:
+            while True:
+                fresh = self.session is None
+                if fresh:
+                    self.session = self.stub.Session(metadata=self.metadata)
+                try:
+                    return await asyncio.wait_for(self._round_trip(self.session, req), timeout)
+                except TimeoutError as exc:
+                    self.end_session()
+                    raise LinkError("DEADLINE_EXCEEDED") from exc
+                except grpc.aio.AioRpcError as exc:
+                    self.end_session()
+                    if fresh:
+                        raise LinkError(exc.code().name) from exc
+                except asyncio.InvalidStateError as exc:  # the stream had already ended
+                    self.end_session()
+                    if fresh:
+                        raise LinkError("session ended") from exc
+                except LinkError:
+                    self.end_session()
+                    if fresh:
+                        raise
+
+    @staticmethod
+    async def _round_trip(
+        call: grpc.aio.StreamStreamCall, req: pb.SessionRequest
+    ) -> pb.SessionReply:
+        await call.write(req)
+        reply = await call.read()
+        if reply is grpc.aio.EOF:
+            raise LinkError("session ended by the agent")
+        return reply
+
+    def end_session(self) -> None:
+        if self.session is not None:
+            self.session.cancel()
+            self.session = None
 
     def next_version(self) -> int:
         return max(self.agent_version, self.pushed_version) + 1

@@ -15,13 +15,17 @@ from dataclasses import dataclass
 
 import grpc
 
-from coordinator.links import AgentLink, parse_report
+from coordinator.heap import HeapKeeper
+from coordinator.links import AgentLink, LinkError, parse_report
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.planner import HostPlan, plan_hosts
 from coordinator.snapshot import MergeCache, merge_reports
 from grouper.cluster_config import ClusterConfig
 from grouper.errors import ConfigError
 from grouper.v1 import agent_pb2 as pb
+from pda.snapshot import FlowTables
+
+COLLECT = pb.SessionRequest(collect=pb.CollectRequest())
 
 log = logging.getLogger("grouper.coordinator")
 
@@ -49,11 +53,14 @@ class Coordinator:
         metrics: CoordinatorMetrics | None = None,
         rpc_timeout: float | None = None,
     ) -> None:
+        self.heap = HeapKeeper()
         self.cfg = cfg
         self.metrics = metrics or CoordinatorMetrics()
         self.links = {h.name: AgentLink.open(h, cfg) for h in cfg.hosts}
         self.host_names = set(self.links)
+        self.up_count = 0
         self.merge_cache = MergeCache()
+        self.tables = FlowTables()
         self.stage_started: dict[tuple[str, int], float] = {}
         self.kick = asyncio.Event()
         self.rpc_timeout = rpc_timeout or max(0.5, min(cfg.failure.agent_timeout / 2, 5.0))
@@ -68,29 +75,33 @@ class Coordinator:
             link = old.pop(h.name, None)
             if link is None or link.host != h or self.cfg.tls != cfg.tls:
                 if link is not None:
+                    link.end_session()
                     asyncio.ensure_future(link.channel.close())
                 link = AgentLink.open(h, cfg)
             link.report_cache = {}  # validity depends on the host list
             self.links[h.name] = link
         self.host_names = set(self.links)
         for link in old.values():
+            link.end_session()
             asyncio.ensure_future(link.channel.close())
             self.metrics.agent_up.remove(link.host.name)
-        self.metrics.agents_up.set(sum(lk.up for lk in self.links.values()))
+        self.up_count = sum(lk.up for lk in self.links.values())
+        self.metrics.agents_up.set(self.up_count)
         self.cfg = cfg
         log.info("config reloaded: %d hosts, policy %s", len(cfg.hosts), cfg.scheduling.policy)
 
     # -- one cycle -------------------------------------------------------------------
     async def _collect(self, link: AgentLink) -> None:
         try:
-            report = await link.stub.Collect(
-                pb.CollectRequest(), timeout=self.rpc_timeout, metadata=link.metadata
-            )
+            reply = await link.request(COLLECT, self.rpc_timeout)
+            if not reply.HasField("report"):
+                raise ConfigError("report", "agent answered a collect with something else")
+            report = reply.report
             jobs, errors, link.report_cache = parse_report(
                 report, link.host.name, self.host_names, link.report_cache
             )
-        except grpc.aio.AioRpcError as exc:
-            self._mark_down(link, exc.code().name)
+        except LinkError as exc:
+            self._mark_down(link, str(exc))
             return
         except ConfigError as exc:
             self.metrics.errors.labels("bad_report").inc()
@@ -104,36 +115,41 @@ class Coordinator:
             log.info(
                 "agent %s is up (plan version %d in force)", link.host.name, report.plan_version
             )
-        link.up, link.last_ok, link.jobs = True, time.monotonic(), jobs
+            self._set_up(link, True)
+        link.last_ok, link.jobs = time.monotonic(), jobs
         link.agent_version = report.plan_version
-        self._publish_up(link)
 
     def _mark_down(self, link: AgentLink, why: str) -> None:
         if link.up:
             log.warning("agent %s is down (%s)", link.host.name, why)
             self.metrics.errors.labels("agent_down").inc()
-        link.up = False
-        self._publish_up(link)
+        self._set_up(link, False)
 
-    def _publish_up(self, link: AgentLink) -> None:
+    def _set_up(self, link: AgentLink, up: bool) -> None:
         """Per-host and total gauges change together, so a scrape never sees them disagree."""
-        self.metrics.agent_up.labels(link.host.name).set(int(link.up))
-        self.metrics.agents_up.set(sum(lk.up for lk in self.links.values()))
+        self.up_count += int(up) - int(link.up)
+        link.up = up
+        self.metrics.agent_up.labels(link.host.name).set(int(up))
+        self.metrics.agents_up.set(self.up_count)
 
     async def _push(self, link: AgentLink, plan: HostPlan) -> bool:
         version = link.next_version()
-        msg = pb.Plan(
-            version=version,
-            host=link.host.name,
-            flows=[
-                pb.FlowPriority(flow_id=f, band=b, dscp=d) for f, (b, d) in sorted(plan.items())
-            ],
-        )
+        msg = pb.SessionRequest()
+        msg.plan.version = version
+        msg.plan.host = link.host.name
+        add = msg.plan.flows.add
+        for f, (b, d) in sorted(plan.items()):
+            add(flow_id=f, band=b, dscp=d)
         try:
-            res = await link.stub.ApplyPlan(msg, timeout=self.rpc_timeout, metadata=link.metadata)
-        except grpc.aio.AioRpcError as exc:
-            self._mark_down(link, exc.code().name)
+            reply = await link.request(msg, self.rpc_timeout)
+        except LinkError as exc:
+            self._mark_down(link, str(exc))
             return False
+        if not reply.HasField("result"):
+            self.metrics.errors.labels("plan_refused").inc()
+            log.error("agent %s answered plan %d with something else", link.host.name, version)
+            return False
+        res = reply.result
         link.pushed_version = max(link.pushed_version, version)
         if not res.applied:
             self.metrics.errors.labels("plan_refused").inc()
@@ -160,7 +176,7 @@ class Coordinator:
         t1 = time.perf_counter()
         reports = {link.host.name: link.jobs for link in links}
         model = merge_reports(reports, tuple(self.links), self.stage_started, self.merge_cache)
-        planned = plan_hosts(model, self.cfg.scheduling.policy, self.cfg.queues)
+        planned = plan_hosts(model, self.cfg.scheduling.policy, self.cfg.queues, self.tables)
         t2 = time.perf_counter()
         keepalive = self.cfg.failure.plan_ttl / 3
         todo = [(link, planned.plans.get(link.host.name, {})) for link in links]
@@ -192,6 +208,7 @@ class Coordinator:
                 stats.total_s * 1e3,
             )
         self.last_stats = stats
+        self.heap.after_cycle()
         return stats
 
     # -- events and the loop ---------------------------------------------------------
@@ -243,4 +260,7 @@ class Coordinator:
             await asyncio.gather(*watchers.values(), return_exceptions=True)
 
     async def close(self) -> None:
+        for link in self.links.values():
+            link.end_session()
         await asyncio.gather(*(link.channel.close() for link in self.links.values()))
+        self.heap.close()

@@ -9,7 +9,7 @@ import numpy as np
 from coordinator.snapshot import Model
 from pda.policies import flow_priorities, schedule
 from pda.priorities import QueueConfig
-from pda.snapshot import build_snapshot
+from pda.snapshot import FlowTables, build_snapshot
 
 HostPlan = dict[str, tuple[int, int]]  # flow id -> (band, dscp)
 
@@ -21,8 +21,10 @@ class Planned:
     stages: int
 
 
-def plan_hosts(model: Model, policy: str, queues: QueueConfig) -> Planned:
-    snap = build_snapshot(model.cojobs, model.hosts, known_survivors=False)
+def plan_hosts(
+    model: Model, policy: str, queues: QueueConfig, tables: FlowTables | None = None
+) -> Planned:
+    snap = build_snapshot(model.cojobs, model.hosts, known_survivors=False, tables=tables)
     sched = schedule(snap, policy)
     pr = flow_priorities(snap, sched, queues)
     plans: dict[str, HostPlan] = {h: {} for h in model.hosts}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pda.model import Cojob, FlowSpec, Job
 
@@ -43,6 +44,10 @@ class ReportedJob:
     arrival: float
     flows: dict[str, ReportedFlow] = field(default_factory=dict)
 
+    @cached_property
+    def key(self) -> tuple[str, str]:
+        return (self.cojob_id, self.job_id)
+
 
 @dataclass(frozen=True)
 class JobReport:
@@ -64,6 +69,7 @@ class Model:
 @dataclass
 class _Built:
     parts: tuple[ReportedJob, ...]  # held so their ids stay unique while cached
+    arrival: float
     flows: tuple[FlowSpec, ...]
     ids: list[str]
     src: list[str]
@@ -86,32 +92,32 @@ def merge_reports(
     parts: dict[tuple[str, str], list[JobReport]] = {}
     for host in sorted(reports):
         for jr in reports[host]:
-            parts.setdefault((jr.job.cojob_id, jr.job.job_id), []).append(jr)
+            group = parts.get(jr.job.key)
+            if group is None:
+                parts[jr.job.key] = [jr]
+            else:
+                group.append(jr)
 
     cache = cache or MergeCache()
     used: dict[tuple[int, ...], _Built] = {}
     by_cojob: dict[str, list[tuple[ReportedJob, int, float, _Built]]] = {}
-    for (cid, jid), reps in sorted(parts.items()):
-        if any(r.finished for r in reps):
+    for cid, jid in sorted(parts):
+        reps = parts[cid, jid]
+        finished = False
+        done = reps[0].iterations_done
+        for r in reps:
+            finished = finished or r.finished
+            if r.iterations_done < done:
+                done = r.iterations_done
+        if finished:
             continue
-        first = reps[0].job
-        for r in reps[1:]:
-            if r.job.stage_iterations != first.stage_iterations:
-                log.warning(
-                    "job %s/%s: hosts disagree on stages %s vs %s; using the first",
-                    cid,
-                    jid,
-                    first.stage_iterations,
-                    r.job.stage_iterations,
-                )
-        key = tuple(id(r.job) for r in reps)
-        built = cache.entries.get(key) or _build(tuple(r.job for r in reps), known)
+        key = tuple([id(r.job) for r in reps])
+        built = used.get(key) or cache.entries.get(key)
+        if built is None:
+            built = _build(tuple(r.job for r in reps), known)
         used[key] = built
-        if not built.flows:
-            continue
-        done = min(r.iterations_done for r in reps)
-        arrival = min(r.job.arrival for r in reps)
-        by_cojob.setdefault(cid, []).append((first, done, arrival, built))
+        if built.flows:
+            by_cojob.setdefault(cid, []).append((reps[0].job, done, built.arrival, built))
     cache.entries = used
 
     cojobs: list[Cojob] = []
@@ -142,6 +148,16 @@ def merge_reports(
 
 
 def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
+    first = parts[0]
+    for p in parts[1:]:
+        if p.stage_iterations != first.stage_iterations:
+            log.warning(
+                "job %s/%s: hosts disagree on stages %s vs %s; using the first",
+                first.cojob_id,
+                first.job_id,
+                first.stage_iterations,
+                p.stage_iterations,
+            )
     flows: dict[str, ReportedFlow] = {}
     for p in parts:
         for fid, f in p.flows.items():
@@ -152,6 +168,7 @@ def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
     ordered = [flows[k] for k in sorted(flows)]
     return _Built(
         parts,
+        min(p.arrival for p in parts),
         tuple(FlowSpec(f.src_host, f.dst_host, f.bytes_per_iteration) for f in ordered),
         [f.flow_id for f in ordered],
         [f.src_host for f in ordered],

@@ -112,44 +112,45 @@ def primal_dual_order(
     min_w = np.inf
     min_w_all = np.inf
 
+    cp, rp = c_ptr.tolist(), r_ptr.tolist()  # Python ints index faster in the loop
     for i in range(n - 1, -1, -1):
         if zero:
             s = zero.pop()  # largest tie key goes last
             rho = 0.0
             p = -1
         else:
-            p = int(np.argmax(port_load))
-            rows = c_idx[c_ptr[p] : c_ptr[p + 1]]
-            vals = c_val[c_ptr[p] : c_ptr[p + 1]]
+            p = int(port_load.argmax())
+            rows = c_idx[cp[p] : cp[p + 1]]
+            vals = c_val[cp[p] : cp[p + 1]]
             mask = candidate[rows]
             if not mask.any():
                 p = _fallback_port(candidate, port_load, r_ptr, r_idx, r_val)
-                rows = c_idx[c_ptr[p] : c_ptr[p + 1]]
-                vals = c_val[c_ptr[p] : c_ptr[p + 1]]
+                rows = c_idx[cp[p] : cp[p + 1]]
+                vals = c_val[cp[p] : cp[p + 1]]
                 mask = candidate[rows]
             cand = rows[mask]
             ratio = w[cand] / vals[mask]
-            j = int(np.argmin(ratio))
+            j = int(ratio.argmin())
             rho = float(ratio[j])
-            ties = np.flatnonzero(ratio <= rho + abs(rho) * REL_TOL)
+            ties = (ratio <= rho + abs(rho) * REL_TOL).nonzero()[0]
             if len(ties) > 1:
-                j = int(ties[np.argmax(tie_key[cand[ties]])])
+                j = int(ties[tie_key[cand[ties]].argmax()])
             s = int(cand[j])
-            # lower the weights of all stages loading the bottleneck port (line 19)
-            live = alive[rows]
-            w[rows[live]] -= rho * vals[live]
+            # lower the weights of all stages loading the bottleneck port (line 19); placed
+            # stages' weights change too but are never read again
+            w[rows] -= rho * vals
             w[s] = 0.0
         order[i] = s
         rho_at[i] = rho
         port_at[i] = p
         alive[s] = False
         candidate[s] = False
-        lo, hi = r_ptr[s], r_ptr[s + 1]
+        lo, hi = rp[s], rp[s + 1]
         if hi > lo:
             idx = r_idx[lo:hi]
-            port_load[idx] -= r_val[lo:hi]
-            small = port_load[idx] < eps
-            port_load[idx[small]] = 0.0
+            left = port_load[idx] - r_val[lo:hi]
+            left[left < eps] = 0.0
+            port_load[idx] = left
         q = int(prev[s])
         if q >= 0:
             candidate[q] = True

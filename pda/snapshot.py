@@ -56,11 +56,56 @@ class Snapshot:
         return {s: i for i, s in enumerate(self.stage_ids)}
 
 
+class FlowTables:
+    """Memo of each job's flows as arrays (source and destination host index, bytes).
+
+    Entries are keyed by the identity of a job's ``flows`` tuple and hold that tuple, so
+    a caller that rebuilds :class:`Job` objects around the same flows every cycle (the
+    coordinator, the simulator) validates and converts them once. Entries not used by
+    the last snapshot are dropped; a different host list starts afresh.
+    """
+
+    def __init__(self) -> None:
+        self.hosts: tuple[str, ...] = ()
+        self.entries: dict[int, _FlowTable] = {}
+
+
+@dataclass
+class _FlowTable:
+    flows: tuple  # held so its id stays unique while cached
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+
+
+def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> _FlowTable:
+    src, dst, nbytes = [], [], []
+    for i, f in enumerate(flows):
+        try:
+            s, d = host_index[f.src], host_index[f.dst]
+        except KeyError:
+            bad = "src" if f.src not in host_index else "dst"
+            host = f.src if bad == "src" else f.dst
+            raise ConfigError(f"{where}.flows[{i}].{bad}", f"unknown host {host!r}") from None
+        if not (f.bytes > 0 and math.isfinite(f.bytes)):
+            raise ConfigError(f"{where}.flows[{i}].bytes", f"must be positive, got {f.bytes!r}")
+        src.append(s)
+        dst.append(d)
+        nbytes.append(f.bytes)
+    return _FlowTable(
+        flows,
+        np.asarray(src, dtype=np.int64),
+        np.asarray(dst, dtype=np.int64),
+        np.asarray(nbytes, dtype=float),
+    )
+
+
 def build_snapshot(
     cojobs: list[Cojob] | tuple[Cojob, ...],
     hosts: list[str] | tuple[str, ...],
     *,
     known_survivors: bool = True,
+    tables: FlowTables | None = None,
 ) -> Snapshot:
     """Compute the remaining load of every unfinished stage on every port.
 
@@ -68,20 +113,22 @@ def build_snapshot(
     stages after it (offline view); otherwise every job is assumed to run all remaining
     stages (the online assumption of the grouper paper, Section IV-C).
 
-    One pass in Python collects flat arrays (flows, jobs, stage rows); the loads are
-    then sparse-matrix algebra: ``stage_loads = A @ job_iter_loads`` where ``A[row, j]``
-    is the iterations job ``j`` still has in the stage of that row.
+    One pass in Python over jobs collects flat arrays (jobs, stage rows; flows come
+    per job from ``tables``); the loads are then sparse-matrix algebra:
+    ``stage_loads = A @ job_iter_loads`` where ``A[row, j]`` is the iterations job
+    ``j`` still has in the stage of that row.
     """
     hosts = tuple(hosts)
     host_index = {h: i for i, h in enumerate(hosts)}
     if len(host_index) != len(hosts):
         raise ConfigError("hosts", "duplicate host names")
     nh = len(hosts)
+    tables = tables or FlowTables()
+    if tables.hosts != hosts:
+        tables.hosts, tables.entries = hosts, {}
+    used: dict[int, _FlowTable] = {}
 
-    f_job: list[int] = []
-    f_src: list[int] = []
-    f_dst: list[int] = []
-    f_bytes: list[float] = []
+    job_tables: list[_FlowTable] = []
     job_ids: list[str] = []
     job_cojob: list[int] = []
     job_stage: list[int] = []
@@ -110,24 +157,12 @@ def build_snapshot(
         first_job = len(job_ids)
         remaining: list[list[int]] = []
         for j, job in enumerate(cj.jobs):
-            jw = len(job_ids)
-            for i, f in enumerate(job.flows):
-                try:
-                    s, d = host_index[f.src], host_index[f.dst]
-                except KeyError:
-                    bad = "src" if f.src not in host_index else "dst"
-                    host = f.src if bad == "src" else f.dst
-                    raise ConfigError(
-                        f"{where}.jobs[{j}].flows[{i}].{bad}", f"unknown host {host!r}"
-                    ) from None
-                if not (f.bytes > 0 and math.isfinite(f.bytes)):
-                    raise ConfigError(
-                        f"{where}.jobs[{j}].flows[{i}].bytes", f"must be positive, got {f.bytes!r}"
-                    )
-                f_job.append(jw)
-                f_src.append(s)
-                f_dst.append(d)
-                f_bytes.append(f.bytes)
+            key = id(job.flows)
+            table = used.get(key) or tables.entries.get(key)
+            if table is None:
+                table = _flow_table(job.flows, host_index, f"{where}.jobs[{j}]")
+            used[key] = table
+            job_tables.append(table)
             runs = len(iters)
             if known_survivors and job.stages is not None:
                 runs = job.stages
@@ -165,12 +200,13 @@ def build_snapshot(
         for rem in remaining:
             active = next((k for k, x in enumerate(rem) if x), None)
             job_stage.append(row_of_stage[active] if active is not None else -1)
+    tables.entries = used
 
     nj, ns = len(job_ids), len(stage_ids)
-    fj = np.asarray(f_job, dtype=np.int64)
-    fs = np.asarray(f_src, dtype=np.int64)
-    fd = np.asarray(f_dst, dtype=np.int64)
-    fb = np.asarray(f_bytes, dtype=float)
+    fj = np.repeat(np.arange(nj, dtype=np.int64), [len(t.nbytes) for t in job_tables])
+    fs = _concat([t.src for t in job_tables], np.int64)
+    fd = _concat([t.dst for t in job_tables], np.int64)
+    fb = _concat([t.nbytes for t in job_tables], float)
     remote = fs != fd
     rows = np.concatenate([fj[remote], fj[remote]])
     cols = np.concatenate([fs[remote], nh + fd[remote]])
@@ -202,3 +238,7 @@ def build_snapshot(
         flow_dst=fd,
         flow_bytes=fb,
     )
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)

@@ -24,7 +24,7 @@ import numpy as np
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import flow_priorities, knows_survivors, schedule
 from pda.priorities import QueueConfig
-from pda.snapshot import build_snapshot
+from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
 from simulator.topology import Topology
 
@@ -50,6 +50,7 @@ class SimJob:
     end: float = math.nan
     step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per flow
     current_step: int = 0
+    specs: tuple[FlowSpec, ...] | None = None  # the flows as the scheduling core sees them
 
 
 @dataclass
@@ -97,6 +98,7 @@ class Engine:
         self.period = period
         self.unlimited = unlimited
         self.knows = knows_survivors(policy)
+        self.tables = FlowTables()
         host = {h: i for i, h in enumerate(topo.hosts)}
         self.jobs: list[SimJob] = []
         self.cojobs: list[SimCojob] = []
@@ -204,6 +206,16 @@ class Engine:
         return True
 
     # -- scheduling ----------------------------------------------------------------
+    def _specs(self, j: SimJob) -> tuple[FlowSpec, ...]:
+        """Built once per job, so the snapshot's flow tables are reused across steps."""
+        if j.specs is None:
+            hosts = self.topo.hosts
+            j.specs = tuple(
+                FlowSpec(hosts[s], hosts[d], b)
+                for s, d, b in zip(j.src.tolist(), j.dst.tolist(), j.size.tolist(), strict=True)
+            )
+        return j.specs
+
     def _active_cojobs(self) -> list[int]:
         return [g for g, c in enumerate(self.cojobs) if 0 <= c.stage < len(c.iters)]
 
@@ -228,10 +240,7 @@ class Engine:
                 Job(
                     j.job_id,
                     "flows",
-                    tuple(
-                        FlowSpec(hosts[s], hosts[d], b)
-                        for s, d, b in zip(j.src, j.dst, j.size, strict=True)
-                    ),
+                    self._specs(j),
                     done=j.done,
                     stages=j.runs if self.knows else None,
                 )
@@ -240,7 +249,7 @@ class Engine:
             )
             started = tuple(c.started) + (math.inf,) * (len(c.iters) - len(c.started))
             model.append(Cojob(c.cojob_id, c.iters, jobs, c.arrival, started))
-        snap = build_snapshot(model, hosts, known_survivors=self.knows)
+        snap = build_snapshot(model, hosts, known_survivors=self.knows, tables=self.tables)
         sched = schedule(
             snap, self.policy, None if fresh or self.last_order is None else self.last_order
         )
