@@ -43,3 +43,21 @@ def random_chain_matrix(
                 prev[row] = row - 1
             row += 1
     return sparse.csr_matrix(dense), prev, number
+
+
+class FakeCore:
+    """Just enough of AgentCore for Collect."""
+
+    def __init__(self, host):
+        self.host = host
+        self.version = 0
+        self.priorities_active = False
+        self.registry = type("R", (), {"jobs": {}})()
+        self.kernel = type("K", (), {"backend": "htb"})()
+
+    async def counters(self):
+        return {}
+
+    async def apply_plan(self, plan):
+        self.version = plan["version"]
+        return True, "", 0

@@ -12,6 +12,7 @@ from agent.service import AgentServicer
 from coordinator.loop import Coordinator
 from grouper.cluster_config import parse_cluster_config
 from grouper.v1 import agent_pb2_grpc as pbg
+from tests.unit.helpers import FakeCore
 
 
 def openssl(*args: str, cwd) -> None:
@@ -71,24 +72,6 @@ def pki(tmp_path_factory):
             cwd=d,
         )
     return d
-
-
-class FakeCore:
-    """Just enough of AgentCore for Collect."""
-
-    def __init__(self, host):
-        self.host = host
-        self.version = 0
-        self.priorities_active = False
-        self.registry = type("R", (), {"jobs": {}})()
-        self.kernel = type("K", (), {"backend": "htb"})()
-
-    async def counters(self):
-        return {}
-
-    async def apply_plan(self, plan):
-        self.version = plan["version"]
-        return True, "", 0
 
 
 async def scenario(pki, configured_name: str) -> bool:
