@@ -72,13 +72,11 @@ def parse_report(
         if isinstance(template, str):
             errors.append(f"report.jobs[{i}].{template}")
             continue
-        total = sum(template.stage_iterations)
-        if js.iterations_done > total:
-            errors.append(
-                f"report.jobs[{i}].iterations_done: exceeds {total}: {js.iterations_done}"
-            )
+        done, total = js.iterations_done, template.total_iterations
+        if done > total:
+            errors.append(f"report.jobs[{i}].iterations_done: exceeds {total}: {done}")
             continue
-        jobs.append(JobReport(template, int(js.iterations_done), bool(js.finished)))
+        jobs.append(JobReport(template, done, js.finished))
     return jobs, errors, fresh
 
 

@@ -17,6 +17,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from pda.model import Cojob, FlowSpec, Job
 
@@ -48,9 +49,14 @@ class ReportedJob:
     def key(self) -> tuple[str, str]:
         return (self.cojob_id, self.job_id)
 
+    @cached_property
+    def total_iterations(self) -> int:
+        return sum(self.stage_iterations)
 
-@dataclass(frozen=True)
-class JobReport:
+
+class JobReport(NamedTuple):
+    """Progress of one reported job (a tuple: tens of thousands are made per cycle)."""
+
     job: ReportedJob
     iterations_done: int = 0
     finished: bool = False
