@@ -159,9 +159,14 @@ class Coordinator:
             return False
         if log.isEnabledFor(logging.DEBUG):
             old = link.acked or {}
-            diff = sum(1 for f in old.keys() | plan.keys() if old.get(f) != plan.get(f))
+            diff = sorted(f for f in old.keys() | plan.keys() if old.get(f) != plan.get(f))
             log.debug(
-                "plan %d to %s: %d flows, %d changed", version, link.host.name, len(plan), diff
+                "plan %d to %s: %d flows, %d changed%s",
+                version,
+                link.host.name,
+                len(plan),
+                len(diff),
+                "".join(f"; {f} {old.get(f)} -> {plan.get(f)}" for f in diff[:4]),
             )
         link.agent_version, link.acked, link.last_push = res.version, plan, time.monotonic()
         self.metrics.plans_pushed.inc()
@@ -178,6 +183,9 @@ class Coordinator:
         model = merge_reports(reports, tuple(self.links), self.stage_started, self.merge_cache)
         planned = plan_hosts(model, self.cfg.scheduling.policy, self.cfg.queues, self.tables)
         t2 = time.perf_counter()
+        if log.isEnabledFor(logging.DEBUG) and self.last_stats is not None:
+            if planned.order != self.last_stats.order:
+                log.debug("order changed: %s", " > ".join(planned.order[:12]))
         keepalive = self.cfg.failure.plan_ttl / 3
         todo = [(link, planned.plans.get(link.host.name, {})) for link in links]
         todo = [(link, p) for link, p in todo if link.needs_push(p, keepalive)]

@@ -2,7 +2,7 @@
 
 Each agent reports the jobs its local participants registered, with the flows they
 send. A job spread over several hosts is merged by (cojob, job): flows are united by
-flow id, progress is the slowest participant's, and a job any participant reported
+(sending host, flow id), progress is the slowest participant's, and a job any participant reported
 finished is gone. Every job is assumed to run all its remaining stages (online).
 
 Registrations are immutable once accepted, so the validated :class:`ReportedJob`
@@ -164,13 +164,15 @@ def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
                 first.stage_iterations,
                 p.stage_iterations,
             )
-    flows: dict[str, ReportedFlow] = {}
+    # a flow id is unique on its sending host only (two workers push to the same
+    # server port under the same id), so flows are keyed by (source host, flow id)
+    flows: dict[tuple[str, str], ReportedFlow] = {}
     for p in parts:
         for fid, f in p.flows.items():
             if f.src_host not in known or f.dst_host not in known:
                 log.warning("flow %s names a host outside the config; ignored", fid)
                 continue
-            flows.setdefault(fid, f)
+            flows.setdefault((f.src_host, fid), f)
     ordered = [flows[k] for k in sorted(flows)]
     return _Built(
         parts,

@@ -2,9 +2,11 @@
 
 * ``bigswitch:P``: P hosts, each with an uplink (its ingress port) and a downlink
   (its egress port), as in the scheduling model.
-* ``leafspine:L,S,H,GBPS[,N]``: L leaves with H hosts each (N hosts in all if given),
-  S spines, every link at GBPS Gbit/s. A flow between leaves is hashed onto one spine,
-  deterministically for a given seed (like ECMP).
+* ``leafspine:L,S,H,GBPS[,N][,uplink=GBPS]``: L leaves with H hosts each (N hosts in
+  all if given), S spines, host links at GBPS Gbit/s and leaf-spine links at the
+  ``uplink`` speed (default: GBPS). A flow between leaves is hashed onto one spine,
+  deterministically for a given seed (like ECMP). Uplinks of at least H x GBPS make
+  the fabric non-blocking whatever the hashing: the big switch of the scheduling model.
 
 The first link of every path is the sender's NIC (queue = the flow's band); the others
 are switch egress ports (queue chosen by the flow's DSCP).
@@ -57,25 +59,55 @@ def bigswitch(hosts: int | list[str], capacity: float = 1.0) -> Topology:
 
 
 def leafspine(
-    leaves: int, spines: int, per_leaf: int, gbps: float, total: int | None = None, seed: int = 0
+    leaves: int,
+    spines: int,
+    per_leaf: int,
+    gbps: float,
+    total: int | None = None,
+    seed: int = 0,
+    uplink_gbps: float | None = None,
 ) -> Topology:
     n = total or leaves * per_leaf
     if not 0 < n <= leaves * per_leaf:
         raise ConfigError("topology", f"{n} hosts do not fit {leaves} leaves x {per_leaf}")
+    if not gbps > 0 or (uplink_gbps is not None and not uplink_gbps > 0):
+        raise ConfigError("topology", "link speeds must be positive")
     names = tuple(f"h{i + 1}" for i in range(n))
-    cap = gbps * 1e9 / 8
     links = [f"{h}:up" for h in names] + [f"{h}:down" for h in names]
     links += [f"leaf{i}->spine{s}" for i in range(leaves) for s in range(spines)]
     links += [f"spine{s}->leaf{i}" for s in range(spines) for i in range(leaves)]
-    return Topology(
-        f"leafspine:{leaves},{spines},{per_leaf},{gbps:g}",
-        names,
-        np.full(len(links), cap),
-        links,
-        leaves,
-        spines,
-        per_leaf,
-        seed,
+    cap = np.full(len(links), gbps * 1e9 / 8)
+    cap[2 * n :] = (uplink_gbps or gbps) * 1e9 / 8
+    name = f"leafspine:{leaves},{spines},{per_leaf},{gbps:g}"
+    if uplink_gbps is not None:
+        name += f",uplink={uplink_gbps:g}"
+    return Topology(name, names, cap, links, leaves, spines, per_leaf, seed)
+
+
+@dataclass(frozen=True)
+class LeafSpineArgs:
+    leaves: int
+    spines: int
+    per_leaf: int
+    gbps: float
+    total: int | None = None
+    uplink_gbps: float | None = None
+
+
+def leafspine_args(arg: str) -> LeafSpineArgs:
+    """Parse ``L,S,H,GBPS[,N][,uplink=GBPS]`` (ValueError when malformed)."""
+    parts = [p.strip() for p in arg.split(",")]
+    options = dict(p.split("=", 1) for p in parts if "=" in p)
+    pos = [p for p in parts if "=" not in p]
+    if len(pos) not in (4, 5) or set(options) - {"uplink"}:
+        raise ValueError(arg)
+    return LeafSpineArgs(
+        int(pos[0]),
+        int(pos[1]),
+        int(pos[2]),
+        float(pos[3]),
+        int(pos[4]) if len(pos) == 5 else None,
+        float(options["uplink"]) if "uplink" in options else None,
     )
 
 
@@ -87,13 +119,12 @@ def parse_topology(
         if kind == "bigswitch":
             return bigswitch(list(hosts) if hosts else int(arg), capacity)
         if kind == "leafspine":
-            parts = arg.split(",")
-            if len(parts) not in (4, 5):
-                raise ValueError
-            total = int(parts[4]) if len(parts) == 5 else None
+            a = leafspine_args(arg)
             return leafspine(
-                int(parts[0]), int(parts[1]), int(parts[2]), float(parts[3]), total, seed
+                a.leaves, a.spines, a.per_leaf, a.gbps, a.total, seed, uplink_gbps=a.uplink_gbps
             )
     except ValueError:
         pass
-    raise ConfigError("topology", f"expected bigswitch:P or leafspine:L,S,H,GBPS[,N], got {spec!r}")
+    raise ConfigError(
+        "topology", f"expected bigswitch:P or leafspine:L,S,H,GBPS[,N][,uplink=GBPS], got {spec!r}"
+    )

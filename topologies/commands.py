@@ -12,6 +12,7 @@ from grouper.output import table, write_json
 from pda.priorities import QueueConfig
 from simulator import report
 from simulator.run import run_policies
+from simulator.topology import leafspine_args
 from topologies.experiment import Emulation
 from topologies.leafspine import LeafSpine
 from workloads import load_workload
@@ -22,11 +23,18 @@ EXPERIMENTS = ("small", "testbed-mini")
 
 def spec_of(wl: Workload, queues: QueueConfig) -> LeafSpine:
     kind, _, arg = (wl.topology or "").partition(":")
-    parts = arg.split(",")
-    if kind != "leafspine" or len(parts) != 4:
-        raise ConfigError("topology", "an experiment needs topology: leafspine:L,S,H,GBPS")
-    leaves, spines, per_leaf, gbps = int(parts[0]), int(parts[1]), int(parts[2]), float(parts[3])
-    return LeafSpine(leaves, spines, per_leaf, gbps * 1000, queues)
+    try:
+        if kind != "leafspine":
+            raise ValueError(kind)
+        a = leafspine_args(arg)
+        if a.total is not None:
+            raise ValueError(arg)
+    except ValueError:
+        raise ConfigError(
+            "topology", "an experiment needs topology: leafspine:L,S,H,GBPS[,uplink=GBPS]"
+        ) from None
+    uplink = a.uplink_gbps * 1000 if a.uplink_gbps is not None else None
+    return LeafSpine(a.leaves, a.spines, a.per_leaf, a.gbps * 1000, queues, uplink)
 
 
 def load_experiment(name: str) -> Workload:

@@ -30,6 +30,11 @@ class LeafSpine:
     hosts_per_leaf: int = 2
     mbps: float = 20.0
     queues: QueueConfig = field(default_factory=QueueConfig)
+    uplink_mbps: float | None = None  # leaf-spine links; default: mbps
+
+    @property
+    def fabric_mbps(self) -> float:
+        return self.uplink_mbps or self.mbps
 
     @property
     def host_names(self) -> list[str]:
@@ -44,7 +49,10 @@ class LeafSpine:
         return {h: self.host_address(i) for i, h in enumerate(self.host_names)}
 
     def simulator_topology(self) -> str:
-        return f"leafspine:{self.leaves},{self.spines},{self.hosts_per_leaf},{self.mbps / 1000:g}"
+        spec = f"leafspine:{self.leaves},{self.spines},{self.hosts_per_leaf},{self.mbps / 1000:g}"
+        if self.uplink_mbps is not None:
+            spec += f",uplink={self.uplink_mbps / 1000:g}"
+        return spec
 
 
 SWITCH_QUEUE_PACKETS = 100
@@ -135,7 +143,10 @@ class Fabric:
             for intf in node.intfList():
                 if intf.name == "lo":
                     continue
-                for cmd in switch_queue_commands(intf.name, s.mbps, s.queues):
+                # router ports named after a host face that host; the rest are uplinks
+                host_facing = intf.name.split("-", 1)[1].startswith("h")
+                mbps = s.mbps if host_facing else s.fabric_mbps
+                for cmd in switch_queue_commands(intf.name, mbps, s.queues):
                     out = node.cmd(cmd)
                     if "rror" in out:
                         raise RuntimeError(f"{node.name}: {cmd}: {out.strip()}")

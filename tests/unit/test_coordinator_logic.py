@@ -123,7 +123,19 @@ def test_merge_unites_flows_takes_slowest_progress_and_drops_finished_jobs():
     assert [c.cojob_id for c in model.cojobs] == ["A", "B"]  # by arrival; C finished
     a = model.cojobs[0]
     assert a.arrival == 1.0 and a.jobs[0].done == 2
-    assert model.flow_ids == ["A/j/h1:2", "A/j/h2:1", "B/j/h3:9"]
+    assert model.flow_ids == ["A/j/h2:1", "A/j/h1:2", "B/j/h3:9"]  # by (sender, id)
+
+
+def test_same_flow_id_from_two_senders_is_two_flows():
+    # two PS workers push to the same server port: same id, one flow on each sender
+    reports = {
+        "h1": [rj("A", "j", [("A/j/h3:7", "h1", "h3", 5.0)])],
+        "h2": [rj("A", "j", [("A/j/h3:7", "h2", "h3", 5.0)])],
+    }
+    model = merge_reports(reports, ("h1", "h2", "h3"))
+    assert model.flow_src == ["h1", "h2"]
+    planned = plan_hosts(model, "grouper", QueueConfig())
+    assert planned.plans["h1"] == planned.plans["h2"] == {"A/j/h3:7": (1, 48)}
 
 
 def test_plans_key_flows_by_id_and_rank_stages_per_sender():
