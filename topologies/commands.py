@@ -80,7 +80,7 @@ def emulate(args: object) -> int:
             "bytes_missing": 0,
         }
         bands[policy] = run.band_bytes
-    sim = run_policies(wl, policies, period=period, progress=False)
+    sim = run_policies(wl, policies, period=period, queues=queues, progress=False)
     results = {}
     for p in policies:
         pred = sim[p].summary["avg_sct"]

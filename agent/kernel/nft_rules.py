@@ -6,8 +6,9 @@ One table, ``inet grouper``, holds everything the agent installs:
   (the tc classid of the flow's band; the qdisc picks the class from it without filters);
 * verdict maps ``dscp_dport`` / ``dscp_sport``: same keys -> ``goto dscp_<N>``, a chain
   that sets DSCP N (nft 1.0 cannot take ``ip dscp set`` from a map directly);
-* control traffic (agent and coordinator gRPC ports) and pure TCP ACKs -> band 0 and
-  its DSCP (ACKs are tiny; in a low band they would stall a prioritized flow).
+* control traffic (agent and coordinator gRPC ports), pure TCP ACKs and short SYN, FIN
+  and RST segments -> band 0 and its DSCP (they are tiny; in a low band ACKs would stall
+  a prioritized flow and handshakes would wait out SYN retransmission timers).
 
 A full apply replaces the table in one transaction; a plan change is one transaction
 of element deletions and additions. Neither touches the qdisc.
@@ -65,6 +66,11 @@ def render_table(
     lines.append(
         f"    ip length < {ACK_MAX_LENGTH} "
         f"tcp flags & (syn | fin | rst | psh | ack) == ack {ctl} return"
+    )
+    # so do handshakes and teardowns: a new job's SYN in a starved low band waits out
+    # TCP's 1 s, 3 s, ... SYN retransmission timers before the plan even knows the flow
+    lines.append(
+        f"    ip length < {ACK_MAX_LENGTH} tcp flags & (syn | fin | rst) != 0 {ctl} return"
     )
     for match in ("dport", "sport"):
         lines.append(f"    meta priority set ip daddr . tcp {match} map @band_{match}")

@@ -182,6 +182,7 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path):
     dump.wait(timeout=10)
     seen: dict[int, set[int]] = {}
     acks: set[int] = set()
+    setup: set[int] = set()
     for pkt in rdpcap(str(pcap)):
         if IP not in pkt or TCP not in pkt or pkt[IP].dst != pair.addr_b:
             continue
@@ -189,10 +190,13 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path):
             seen.setdefault(pkt[TCP].dport, set()).add(pkt[IP].tos >> 2)
         elif pkt[TCP].flags == "A":  # pure ACKs ride the control band
             acks.add(pkt[IP].tos >> 2)
+        elif pkt[TCP].flags.S or pkt[TCP].flags.F:  # so do handshakes and teardowns
+            setup.add(pkt[IP].tos >> 2)
     expected = {p: {TABLE[band]} for band, p in enumerate(ports, start=1)} | {7070: {TABLE[0]}}
     assert seen == expected
     assert len({d for s in seen.values() for d in s}) == 8
     assert acks == {TABLE[0]}, "pure ACKs ride the control band"
+    assert setup == {TABLE[0]}, "SYN and FIN segments ride the control band"
 
 
 def test_sigterm_removes_everything_and_restart_reconciles_stale_state(pair, agent_env):
