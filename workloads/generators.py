@@ -176,4 +176,47 @@ def sim60(
     )
 
 
-GENERATORS: dict[str, Callable[..., Workload]] = {"testbed": testbed, "sim60": sim60}
+def testbed_mini(
+    seed: int = 1,
+    scale: float = 0.002,
+    model_scale: float = 0.005,
+    placement: str = "random",
+    **_: float,
+) -> Workload:
+    """The testbed workload shrunk to the emulated ``builtin:small`` fabric (2 leaves x
+    2 spines, 3 hosts per leaf, 20 Mbit/s hosts, 60 Mbit/s uplinks): one cojob per model
+    (4 PS jobs of 2 workers and 2 servers, successive halving over the testbed's four
+    stages), model sizes times ``model_scale`` (1/200: 0.8 to 2.9 MB) and stage
+    iterations times ``scale`` (1, 2, 4, 8), so one policy runs in about two minutes."""
+    rng = np.random.default_rng(seed)
+    names = [f"h{i + 1}" for i in range(6)]
+    placer = Placer(6, 8, placement, seed)
+    iters = tuple(max(1, round(s * scale)) for s in STAGES)
+    cojobs = []
+    for m, (model, compute) in MODELS.items():
+        runs = halving_runs(4, 4, rng)
+        jobs = _jobs(placer, names, model * model_scale, compute, "ps", 4, runs, sum(iters), 2, 2)
+        cojobs.append(Cojob(m, iters, jobs, 0.0))
+    return Workload(
+        "testbed-mini",
+        tuple(names),
+        tuple(cojobs),
+        20e6 / 8,
+        "s",
+        topology="leafspine:2,2,3,0.02,uplink=0.06",
+        period=0.5,
+        meta={
+            "seed": seed,
+            "scale": scale,
+            "model_scale": model_scale,
+            "placement": placement,
+            "iterations": list(iters),
+        },
+    )
+
+
+GENERATORS: dict[str, Callable[..., Workload]] = {
+    "testbed": testbed,
+    "testbed-mini": testbed_mini,
+    "sim60": sim60,
+}
