@@ -112,6 +112,9 @@ def emulate(args: object) -> int:
         "experiment": wl.name,
         "period": period,
         "link_mbps": spec.mbps,
+        "uplink_mbps": spec.fabric_mbps,
+        "topology": spec.simulator_topology(),
+        "workload_meta": wl.meta,  # generated builtins: seed and scale factors
         "results": results,
         "files": [str(png)],
     }
