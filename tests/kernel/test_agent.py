@@ -346,9 +346,21 @@ def test_prometheus_endpoint_exports_band_counters(pair, agent_env):
     agent.start()
     register(agent, "c1", [5201])
     assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
-    pair.run(
-        pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, "5201", "1", check=False
-    )  # nobody listens: the SYN still leaves through band 1
+    sink = pair.popen(
+        pair.b,
+        sys.executable,
+        "tests/tcp_tool.py",
+        "sink",
+        "5201",
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sink.stdout.readline().strip() == "ready"
+        pair.run(pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, "5201", "20000")
+    finally:
+        sink.terminate()
+        sink.wait(timeout=10)
     collect(agent)  # refreshes the counters
     out = pair.run(
         pair.a,
