@@ -79,11 +79,13 @@ class _Built:
     flows: tuple[FlowSpec, ...]
     ids: list[str]
     src: list[str]
+    job: Job | None = None  # the last Job built from these parts (immutable; reused)
 
 
 class MergeCache:
     def __init__(self) -> None:
         self.entries: dict[tuple[int, ...], _Built] = {}
+        self.cojobs: dict[str, Cojob] = {}  # last cycle's, reused while nothing changed
 
 
 def merge_reports(
@@ -135,21 +137,30 @@ def merge_reports(
         total = sum(stages)
         jobs = []
         for rj, done, _, built in members:
-            jobs.append(
-                Job(
-                    rj.job_id,
-                    "flows",
-                    built.flows,
-                    compute_time=rj.compute_time,
-                    done=min(done, total),
+            done = min(done, total)
+            if built.job is None or built.job.done != done:  # immutable: rebuilt on progress
+                built.job = Job(
+                    rj.job_id, "flows", built.flows, compute_time=rj.compute_time, done=done
                 )
-            )
+            jobs.append(built.job)
             flow_ids += built.ids
             flow_src += built.src
         started = tuple(
             (stage_started or {}).get((cid, k + 1), math.inf) for k in range(len(stages))
         )
-        cojobs.append(Cojob(cid, tuple(stages), tuple(jobs), min(m[2] for m in members), started))
+        arrival = min(m[2] for m in members)
+        old = cache.cojobs.get(cid)
+        if (
+            old is None
+            or old.stage_iterations != stages
+            or old.arrival != arrival
+            or old.stage_started != started
+            or len(old.jobs) != len(jobs)
+            or any(a is not b for a, b in zip(old.jobs, jobs, strict=True))
+        ):
+            old = Cojob(cid, tuple(stages), tuple(jobs), arrival, started)
+        cojobs.append(old)
+    cache.cojobs = {c.cojob_id: c for c in cojobs}
     return Model(hosts, cojobs, flow_ids, flow_src)
 
 

@@ -162,14 +162,18 @@ def port_bands(
             if not adadual_admit(vals[i], others, cfg.admission):
                 bands[i] = cfg.scavenger_band
     if cfg.admission is not None and cfg.scavenger_band is not None:
-        for start, size in zip(group_start[sizes > nd], sizes[sizes > nd], strict=True):
-            owner_load = vals[start + nd - 1]
-            admitted = False
-            for i in range(start + nd, start + size):
-                if not admitted and adadual_admit(vals[i], [owner_load], cfg.admission):
-                    admitted = True  # shares the last data band with its owner
-                else:
-                    bands[i] = cfg.scavenger_band
+        # overflow units of a port: the first (in global order) that AdaDUAL admits next
+        # to the last band's owner shares that band; the others wait in the scavenger band
+        over = np.flatnonzero(rank >= nd)
+        if len(over):
+            group = np.repeat(np.arange(len(group_start)), sizes)[over]
+            owner_load = vals[group_start[group] + nd - 1]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ok = (owner_load <= 0) | (vals[over] / owner_load < cfg.admission.share_threshold)
+            bands[over] = cfg.scavenger_band
+            admitted = over[ok]
+            _, first = np.unique(group[ok], return_index=True)
+            bands[admitted[first]] = data[nd - 1]
     matrix = sparse.csr_matrix((bands + 1, (units, ports)), shape=loads.shape)
     return PortBands(matrix)
 

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import sparse
 
 from grouper.errors import ConfigError
-from pda.admission import ContentionModel
+from pda.admission import ContentionModel, adadual_admit
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import flow_priorities, host_plans, schedule
-from pda.priorities import QueueConfig, default_dscp_table, map_priorities, tos_byte
+from pda.priorities import (
+    QueueConfig,
+    default_dscp_table,
+    map_priorities,
+    port_bands,
+    tos_byte,
+)
 from pda.snapshot import build_snapshot
 
 
@@ -112,3 +119,41 @@ def test_default_band_for_unscheduled_flows_is_last_data_band():
         snap.stage_loads, np.array([0]), np.array([-1]), snap.flow_src, snap.flow_dst, 2, cfg
     )
     assert fp.band.tolist() == [cfg.default_band] == [6]
+
+
+def reference_bands(loads, order, cfg):
+    """The overflow rule as a plain loop over ports (what port_bands vectorizes)."""
+    coo = sparse.coo_matrix(loads)
+    keep = coo.data > 0
+    units, ports, vals = coo.row[keep], coo.col[keep], coo.data[keep]
+    position = np.empty(loads.shape[0], dtype=np.int64)
+    position[order] = np.arange(len(order))
+    idx = np.lexsort((position[units], ports))
+    units, ports, vals = units[idx], ports[idx], vals[idx]
+    gs = np.r_[0, np.flatnonzero(np.diff(ports)) + 1]
+    sizes = np.diff(np.r_[gs, len(ports)])
+    rank = np.arange(len(ports)) - np.repeat(gs, sizes)
+    data = np.asarray(cfg.data_bands)
+    nd = len(data)
+    bands = data[np.minimum(rank, nd - 1)]
+    for start, size in zip(gs[sizes > nd], sizes[sizes > nd], strict=True):
+        owner = vals[start + nd - 1]
+        adm = False
+        for i in range(start + nd, start + size):
+            if not adm and adadual_admit(vals[i], [owner], cfg.admission):
+                adm = True
+            else:
+                bands[i] = cfg.scavenger_band
+    return sparse.csr_matrix((bands + 1, (units, ports)), shape=loads.shape).toarray()
+
+
+def test_vectorized_overflow_admission_matches_a_plain_loop():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, p = rng.integers(1, 40), rng.integers(1, 6)
+        scale = rng.choice([1, 100, 1e4], size=(n, p))
+        dense = rng.random((n, p)) * (rng.random((n, p)) < 0.6) * scale
+        loads, order = sparse.csr_matrix(dense), rng.permutation(n)
+        cfg = QueueConfig(queues=int(rng.integers(3, 9)))
+        got = port_bands(loads, order, cfg).band.toarray()
+        assert (got == reference_bands(loads, order, cfg)).all()
