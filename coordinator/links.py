@@ -145,7 +145,8 @@ class AgentLink:
                 if fresh:
                     self.session = self.stub.Session(metadata=self.metadata)
                 try:
-                    return await asyncio.wait_for(self._round_trip(self.session, req), timeout)
+                    async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+                        return await self._round_trip(self.session, req)
                 except TimeoutError as exc:
                     self.end_session()
                     raise LinkError("DEADLINE_EXCEEDED") from exc
