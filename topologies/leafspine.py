@@ -56,6 +56,7 @@ class LeafSpine:
 
 
 SWITCH_QUEUE_PACKETS = 100
+RTO_MIN = "10ms"  # hosts' per-route TCP retransmission timeout floor
 
 
 def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[str]:
@@ -119,7 +120,12 @@ class Fabric:
             addr = s.host_address(i)
             gw = addr.rsplit(".", 1)[0] + ".1"
             h.cmd(f"ip addr add {addr}/24 dev {h.name}-eth0")
-            h.cmd(f"ip route add default via {gw}")
+            # data-center RTO floor: starved low-band flows that lose packets at a full
+            # switch queue come back in milliseconds, not 200 ms doubling per timeout
+            h.cmd(f"ip route add default via {gw} rto_min {RTO_MIN}")
+            h.cmd(
+                f"ip route change {gw.rsplit('.', 1)[0]}.0/24 dev {h.name}-eth0 rto_min {RTO_MIN}"
+            )
             # training hosts keep their congestion window across compute gaps
             h.cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
             leaf.cmd(f"ip addr add {gw}/24 dev {leaf.name}-{h.name}")
