@@ -73,7 +73,9 @@ class Coordinator:
         self.links = {}
         for h in cfg.hosts:
             link = old.pop(h.name, None)
-            if link is None or link.host != h or self.cfg.tls != cfg.tls:
+            # channel options depend on TLS and, for the reconnect backoff, the period
+            redial = self.cfg.tls != cfg.tls or self.cfg.scheduling.period != cfg.scheduling.period
+            if link is None or link.host != h or redial:
                 if link is not None:
                     link.end_session()
                     asyncio.ensure_future(link.channel.close())

@@ -69,3 +69,27 @@ def test_sighup_reload_keeps_last_good_config(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_reload_keeps_links_unless_their_channel_options_change():
+    import asyncio
+
+    from coordinator.loop import Coordinator
+    from grouper.cluster_config import parse_cluster_config
+
+    async def run() -> tuple[bool, bool, bool]:
+        coord = Coordinator(parse_cluster_config(cfg(2)))
+        try:
+            first = dict(coord.links)
+            coord.reload(parse_cluster_config(cfg(2)))
+            same = all(coord.links[h] is first[h] for h in first)
+            slower = cfg(2)
+            slower["scheduling"]["period"] = 2.0  # reconnect backoff is capped at a period
+            coord.reload(parse_cluster_config(slower))
+            redialed = all(coord.links[h] is not first[h] for h in first)
+            coord.reload(parse_cluster_config(cfg(1)))
+            return same, redialed, set(coord.links) == {"h0"}
+        finally:
+            await coord.close()
+
+    assert asyncio.run(run()) == (True, True, True)
