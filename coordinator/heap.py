@@ -6,7 +6,7 @@ default thresholds, full collections then walk the whole heap several times per 
 and took 0.3-0.9 s of a 1.5 s cycle (measured with ``gc.callbacks`` in
 ``grouper bench coordinator``). So, after every cycle, what survived is moved to the
 permanent generation (``gc.freeze``) and young collections run every 100,000
-allocations instead of 700 (0.75-0.85 s instead of 0.88-0.92 s per cycle); a full
+allocations instead of 700 (0.74-0.85 s instead of 0.88-0.92 s per cycle); a full
 collection every ``full_every`` seconds reclaims any reference cycles frozen meanwhile.
 """
 

@@ -107,6 +107,14 @@ class LinkError(Exception):
     """The agent did not answer: the gRPC status name, or why the session ended."""
 
 
+def _why(exc: Exception) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return exc.code().name
+    if isinstance(exc, asyncio.InvalidStateError):  # written to a stream that had ended
+        return "session ended"
+    return str(exc)
+
+
 @dataclass
 class AgentLink:
     host: HostConfig
@@ -150,18 +158,10 @@ class AgentLink:
                 except TimeoutError as exc:
                     self.end_session()
                     raise LinkError("DEADLINE_EXCEEDED") from exc
-                except grpc.aio.AioRpcError as exc:
-                    self.end_session()
+                except (grpc.aio.AioRpcError, asyncio.InvalidStateError, LinkError) as exc:
+                    self.end_session()  # broken; a stale stream gets one fresh retry
                     if fresh:
-                        raise LinkError(exc.code().name) from exc
-                except asyncio.InvalidStateError as exc:  # the stream had already ended
-                    self.end_session()
-                    if fresh:
-                        raise LinkError("session ended") from exc
-                except LinkError:
-                    self.end_session()
-                    if fresh:
-                        raise
+                        raise LinkError(_why(exc)) from exc
 
     @staticmethod
     async def _round_trip(

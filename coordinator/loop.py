@@ -193,7 +193,7 @@ class Coordinator:
         todo = [(link, p) for link, p in todo if link.needs_push(p, keepalive)]
         results = await asyncio.gather(*(self._push(link, p) for link, p in todo))
         t3 = time.perf_counter()
-        up = sum(link.up for link in links)
+        up = self.up_count
         stats = CycleStats(
             trigger, t1 - t0, t2 - t1, t3 - t2, up, planned.stages, sum(results), planned.order
         )

@@ -2,8 +2,9 @@
 
 Each agent reports the jobs its local participants registered, with the flows they
 send. A job spread over several hosts is merged by (cojob, job): flows are united by
-(sending host, flow id), progress is the slowest participant's, and a job any participant reported
-finished is gone. Every job is assumed to run all its remaining stages (online).
+(sending host, flow id), progress is the slowest participant's, and a job any
+participant reported finished is gone. Every job is assumed to run all its remaining
+stages (online).
 
 Registrations are immutable once accepted, so the validated :class:`ReportedJob`
 templates are reused across cycles and progress travels beside them
@@ -149,17 +150,16 @@ def merge_reports(
             (stage_started or {}).get((cid, k + 1), math.inf) for k in range(len(stages))
         )
         arrival = min(m[2] for m in members)
-        old = cache.cojobs.get(cid)
+        cojob = cache.cojobs.get(cid)  # reused while it holds the very same jobs
         if (
-            old is None
-            or old.stage_iterations != stages
-            or old.arrival != arrival
-            or old.stage_started != started
-            or len(old.jobs) != len(jobs)
-            or any(a is not b for a, b in zip(old.jobs, jobs, strict=True))
+            cojob is None
+            or (cojob.stage_iterations, cojob.arrival, cojob.stage_started)
+            != (stages, arrival, started)
+            or len(cojob.jobs) != len(jobs)
+            or any(a is not b for a, b in zip(cojob.jobs, jobs, strict=True))
         ):
-            old = Cojob(cid, tuple(stages), tuple(jobs), arrival, started)
-        cojobs.append(old)
+            cojob = Cojob(cid, stages, tuple(jobs), arrival, started)
+        cojobs.append(cojob)
     cache.cojobs = {c.cojob_id: c for c in cojobs}
     return Model(hosts, cojobs, flow_ids, flow_src)
 

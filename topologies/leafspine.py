@@ -101,9 +101,11 @@ class Fabric:
         self.leaves = [net.addHost(f"leaf{i + 1}", cls=Node, ip=None) for i in range(s.leaves)]
         self.spines = [net.addHost(f"spine{i + 1}", cls=Node, ip=None) for i in range(s.spines)]
         self.switch_ports: dict[str, list[tuple[object, str]]] = {}
+        self.host_ports: set[str] = set()  # router ports toward a host (the rest: uplinks)
         for i, h in enumerate(self.hosts):
             leaf = self.leaves[i // s.hosts_per_leaf]
             net.addLink(h, leaf, intfName1=f"{h.name}-eth0", intfName2=f"{leaf.name}-{h.name}")
+            self.host_ports.add(f"{leaf.name}-{h.name}")
         for li, leaf in enumerate(self.leaves):
             for si, sp in enumerate(self.spines):
                 net.addLink(
@@ -149,9 +151,7 @@ class Fabric:
             for intf in node.intfList():
                 if intf.name == "lo":
                     continue
-                # router ports named after a host face that host; the rest are uplinks
-                host_facing = intf.name.split("-", 1)[1].startswith("h")
-                mbps = s.mbps if host_facing else s.fabric_mbps
+                mbps = s.mbps if intf.name in self.host_ports else s.fabric_mbps
                 for cmd in switch_queue_commands(intf.name, mbps, s.queues):
                     out = node.cmd(cmd)
                     if "rror" in out:

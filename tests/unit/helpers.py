@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import numpy as np
 from scipy import sparse
 
@@ -61,3 +64,17 @@ class FakeCore:
     async def apply_plan(self, plan):
         self.version = plan["version"]
         return True, "", 0
+
+
+def with_change(doc: Any, path: list, value: Any) -> Any:
+    """A deep copy of ``doc`` with the field at ``path`` set to ``value`` (removed when
+    ``value`` is ``KeyError``), for tests of path-qualified validation errors."""
+    data = copy.deepcopy(doc)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data

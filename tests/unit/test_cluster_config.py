@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from grouper.cluster_config import load_cluster_config, parse_cluster_config
 from grouper.errors import ConfigError
+from tests.unit.helpers import with_change
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "cluster.sample.yaml"
 
@@ -30,15 +31,7 @@ def test_sample_config_loads():
 
 
 def mutate(path, value):
-    data = sample()
-    node = data
-    for k in path[:-1]:
-        node = node[k]
-    if value is KeyError:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return data
+    return with_change(sample(), path, value)
 
 
 @pytest.mark.parametrize(

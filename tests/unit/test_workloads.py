@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 
@@ -10,6 +9,7 @@ import pytest
 import yaml
 
 from grouper.errors import ConfigError
+from tests.unit.helpers import with_change
 from workloads import load_workload, parse_workload
 
 GOOD = {
@@ -34,15 +34,7 @@ GOOD = {
 
 
 def broken(path, value):
-    data = copy.deepcopy(GOOD)
-    node = data
-    for key in path[:-1]:
-        node = node[key]
-    if value is KeyError:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return data
+    return with_change(GOOD, path, value)
 
 
 def test_good_workload_parses():
