@@ -11,8 +11,12 @@ import logging
 import time
 from typing import Any, Protocol
 
+from agent.discovery.load import LoadEstimate
+from agent.discovery.procs import Proc, alive
+from agent.discovery.tracker import JobKey, Tracker
 from agent.metrics import AgentMetrics
-from agent.plan import Rule, RuleKey, desired_rules
+from agent.plan import Connections, Rule, RuleKey, compose, plan_entries
+from agent.registration import Flow, JobEntry, reported_flows
 from agent.registry import Event, Registry
 from grouper.errors import ConfigError
 from pda.priorities import QueueConfig
@@ -59,6 +63,7 @@ class AgentCore:
         addresses: dict[str, str],
         plan_ttl: float,
         metrics: AgentMetrics | None = None,
+        tracker: Tracker | None = None,
     ) -> None:
         self.host = host
         self.registry = registry
@@ -69,9 +74,16 @@ class AgentCore:
         self.metrics = metrics or AgentMetrics(host)
         self.hub = EventHub()
         self.version = 0
-        self.rules: dict[RuleKey, Rule] = {}
+        self.entries: dict[str, Rule] = {}  # the plan in force, by flow id
+        self.rules: dict[RuleKey, Rule] = {}  # what the kernel holds for it
         self.last_plan = 0.0
         self.priorities_active = False
+        # jobs known by their processes: registered pids and descendants found since
+        self.tracker = tracker
+        self.procs: dict[JobKey, set[Proc]] = {}
+        self.connections: Connections = {}
+        self.loads: dict[JobKey, LoadEstimate] = {}
+        self._synced = -1  # registry generation self.procs reflects
 
     # -- registry --------------------------------------------------------------------
     def registry_call(self, kind: str, data: Any, source: str = "grpc") -> str:
@@ -98,27 +110,30 @@ class AgentCore:
     # -- plans -----------------------------------------------------------------------
     async def apply_plan(self, plan: Any) -> tuple[bool, str, int]:
         """Validate and apply; on any error the plan in force stays. (ok, error, changed)"""
+        flows = self.registry.local_flows(self.host)
         try:
-            version, rules = desired_rules(
+            version, entries = plan_entries(
                 plan,
                 host=self.host,
                 in_force=self.version,
-                flows=self.registry.local_flows(self.host),
+                flows=flows,
                 addresses=self.addresses,
                 queues=self.queues,
                 finished=self.registry.finished_flows(self.host),
+                discovered=set(self.procs),
             )
         except ConfigError as exc:
             self.metrics.plans_refused.labels(self.host).inc()
             log.warning("refused plan: %s", exc)
             return False, str(exc), 0
+        rules = compose(entries, flows, self.addresses, self.connections)
         try:
             changed = await self.kernel.apply(rules)
         except Exception as exc:  # the kernel refused: keep the previous plan in force
             self.metrics.plans_refused.labels(self.host).inc()
             log.error("kernel refused plan %d: %s", version, exc)
             return False, f"kernel: {exc}", 0
-        self.version, self.rules = version, rules
+        self.version, self.entries, self.rules = version, entries, rules
         self.last_plan = time.monotonic()
         if not self.priorities_active:
             log.info("priorities active (plan %d)", version)
@@ -134,11 +149,76 @@ class AgentCore:
         if not self.priorities_active or now - self.last_plan < self.plan_ttl:
             return False
         await self.kernel.apply({})
-        self.rules = {}
+        self.rules, self.entries = {}, {}
         self.priorities_active = False
         self.metrics.priorities_active.labels(self.host).set(0)
         log.warning("no plan for %.1fs (plan_ttl): dropped all priorities", now - self.last_plan)
         return True
+
+    # -- jobs known by their processes -----------------------------------------------
+    def _sync_procs(self) -> None:
+        """Follow the registry: new participants in, finished jobs out."""
+        if self._synced == self.registry.generation:
+            return
+        self._synced = self.registry.generation
+        live = {j.key: j for j in self.registry.active_jobs() if j.pids}
+        if set(live) - set(self.procs) and self.tracker is not None:
+            self.tracker.forget_foreign()  # sockets of nobody may be the new job's
+        for key in set(self.procs) - set(live):
+            del self.procs[key]
+            self.loads.pop(key, None)
+            if self.tracker is not None:
+                self.tracker.drop_job(key)
+        for key, job in live.items():
+            self.procs.setdefault(key, set()).update(Proc(*p) for p in job.pids)
+
+    async def discover(self, *, measure: bool = False) -> None:
+        """One discovery round: new or closed connections of jobs, their rules in the
+        kernel at once (with the plan in force). With ``measure``, also bytes sent, load
+        estimates, and jobs whose processes all exited (finished here)."""
+        if self.tracker is None:
+            return
+        self._sync_procs()
+        changed = self.tracker.refresh(self.procs, info=measure) if self.procs else set()
+        if changed:
+            before = {k for k in self.connections}
+            self.connections = self.tracker.connections()
+            fresh = {(j, h) for (j, h) in self.connections.keys() - before}
+            flows_changed = [
+                Event("FLOWS_CHANGED", j[0], j[1], 0)
+                for j in sorted({j for j, h in fresh if f"{j[0]}/{j[1]}/{h}:*" not in self.entries})
+            ]
+            if flows_changed:
+                self.hub.publish(flows_changed)
+            if self.priorities_active:
+                flows = self.registry.local_flows(self.host)
+                rules = compose(self.entries, flows, self.addresses, self.connections)
+                if rules != self.rules:
+                    await self.kernel.apply(rules)
+                    self.rules = rules
+        if measure:
+            self._measure()
+            exited = {k for k, ps in self.procs.items() if not any(alive(p) for p in ps)}
+            events = self.registry.reap(exited)
+            for e in events:
+                log.info("job %s/%s: all its processes exited; finished", e.cojob_id, e.job_id)
+            self.hub.publish(events)
+
+    def _measure(self) -> None:
+        assert self.tracker is not None
+        for (job, dst), nbytes in self.tracker.take_sent().items():
+            self.loads.setdefault(job, LoadEstimate()).add(dst, nbytes)
+        for key, est in self.loads.items():
+            entry = self.registry.jobs.get(key)
+            if entry is not None and est.update(entry.iterations_done):
+                self.registry.set_measured(key, est.reported())
+
+    def report_flows(self, job: JobEntry) -> list[Flow]:
+        """Flows reported for ``job``: declared, or found from its processes."""
+        if not job.pids or self.tracker is None:
+            return job.flows
+        dests = {h for (j, h) in self.connections if j == job.key}
+        return reported_flows(job, dests, self.host)
 
     # -- report ----------------------------------------------------------------------
     async def counters(self) -> dict[int, dict]:

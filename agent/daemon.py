@@ -20,6 +20,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from agent.core import AgentCore
+from agent.discovery.sockdiag import SockDiag
+from agent.discovery.tracker import Tracker
 from agent.enforcer import KernelThread
 from agent.jsonl import JsonlTailer
 from agent.metrics import AgentMetrics
@@ -31,6 +33,7 @@ from grouper.v1 import agent_pb2_grpc as pbg
 log = logging.getLogger("grouper.agent")
 RECONCILE_EVERY = 10.0
 POLL_EVERY = 0.2
+MEASURE_EVERY = 1.0  # seconds between byte counts (tcp_info) and process liveness checks
 
 
 @dataclass
@@ -67,14 +70,28 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     metrics = AgentMetrics(opts.host)
-    registry = Registry(opts.state_file, known_hosts={h.name for h in cfg.hosts})
+    registry = Registry(
+        opts.state_file,
+        known_hosts={h.name for h in cfg.hosts},
+        host=opts.host,
+        host_of=cfg.host_of,
+    )
     kernel = KernelThread(
         opts.nic, cfg.queues, opts.link_mbps, backend=opts.backend, control_ports=cfg.control_ports
     )
     enforcer = kernel.enforcer
+    diag = SockDiag()
     core = AgentCore(
-        opts.host, registry, kernel, cfg.queues, cfg.addresses, cfg.failure.plan_ttl, metrics
+        opts.host,
+        registry,
+        kernel,
+        cfg.queues,
+        cfg.addresses,
+        cfg.failure.plan_ttl,
+        metrics,
+        tracker=Tracker(opts.host, cfg.host_of, diag),
     )
+    discovery: asyncio.Task | None = None
     tailer = JsonlTailer(opts.jobs_dir, lambda ev: core.registry_call("event", ev, "jsonl"))
     public = grpc.aio.server()
     local = grpc.aio.server()
@@ -113,6 +130,7 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         await health_svc.set("grouper.v1.Agent", health_pb2.HealthCheckResponse.SERVING)
         await health_svc.set("", health_pb2.HealthCheckResponse.SERVING)
         metrics.serve(opts.metrics_port)
+        discovery = asyncio.create_task(discover_loop(core, cfg.agent.discovery_interval, stop))
         log.info("serving coordinator API on %s, registry on unix:%s", opts.listen, sock)
         since_reconcile = 0.0
         while not stop.is_set():
@@ -129,6 +147,10 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
                 pass
     finally:
         log.info("shutting down: removing what this agent installed")
+        if discovery is not None:
+            discovery.cancel()
+            await asyncio.gather(discovery, return_exceptions=True)
+        diag.close()
         await health_svc.enter_graceful_shutdown()
         await public.stop(grace=1.0)
         await local.stop(grace=1.0)
@@ -137,6 +159,22 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         finally:
             kernel.close()
             Path(opts.socket).unlink(missing_ok=True)
+
+
+async def discover_loop(core: AgentCore, interval: float, stop: asyncio.Event) -> None:
+    """Find jobs' new connections every ``interval``; measure bytes every second. A
+    failing round is logged and the next one runs (the agent never stops classifying)."""
+    every = max(1, round(MEASURE_EVERY / interval))
+    n = 0
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        start = loop.time()
+        n += 1
+        try:
+            await core.discover(measure=n % every == 0)
+        except Exception:
+            log.exception("discovery round failed")
+        await asyncio.sleep(max(0.0, interval - (loop.time() - start)))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -98,8 +98,7 @@ class Enforcer:
                 continue
             field, match = m["name"].split("_")
             for key, value in _elements(m):
-                addr, port = key["concat"]
-                rk = (match, addr, int(port))
+                rk = (match, *(int(x) if isinstance(x, int) else x for x in key["concat"]))
                 if field == "band":
                     minor = int(str(value).split(":")[1], 16)
                     b = self.layout.band_of_minor(minor)
@@ -107,7 +106,7 @@ class Enforcer:
                         raise ValueError(f"classid {value} is not one of our bands")
                     band[rk] = b
                 else:
-                    dscp[rk] = int(value["goto"]["target"].split("_")[1])
+                    dscp[rk] = int(value["goto"]["target"].rsplit("_", 1)[1])
         if band.keys() != dscp.keys():
             raise ValueError("band and dscp maps disagree")
         return {k: Rule(band[k], dscp[k]) for k in band}

@@ -1,9 +1,13 @@
 """Plans from the coordinator -> the desired classification rules (pure, no kernel).
 
 A plan lists, for flows this host sends, the band on the NIC and the DSCP to carry.
-``desired_rules`` validates it against the registry and the queue config and returns
-the rules keyed the way the kernel matches packets: (match, destination address, port)
-where match is ``dport`` (destination port) or ``sport`` (source port).
+``plan_entries`` validates it against the registry and the queue config; ``compose``
+turns the entries into rules keyed the way the kernel matches packets:
+``(match, destination address, port)`` where match is ``dport`` or ``sport`` for flows
+with ports, and ``(conn | conn6, source, destination, source port, destination port)``
+for each connection the agent found for a host flow (every connection of the job to
+that host, whatever its ports). Connections come and go between plans; ``compose`` is
+re-run for them with the entries in force.
 """
 
 from __future__ import annotations
@@ -11,12 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent.registry import Flow
+from agent.registration import Flow
 from grouper import validate as v
 from grouper.errors import ConfigError
+from grouper.flows import parse_host_flow
 from pda.priorities import QueueConfig
 
-RuleKey = tuple[str, str, int]  # ("dport" | "sport", dst address, port)
+# ("dport" | "sport", dst address, port) or ("conn" | "conn6", src, dst, sport, dport)
+RuleKey = tuple
+Connections = dict[tuple[tuple[str, str], str], list[tuple]]  # (job, dst host) -> keys
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,7 @@ def rule_key(flow: Flow, addresses: dict[str, str]) -> RuleKey:
     return ("sport", addr, flow.src_port)
 
 
-def desired_rules(
+def plan_entries(
     plan: Any,
     *,
     host: str,
@@ -41,14 +48,16 @@ def desired_rules(
     addresses: dict[str, str],
     queues: QueueConfig,
     finished: set[str] | None = None,
-) -> tuple[int, dict[RuleKey, Rule]]:
-    """Validate ``plan`` (version, host, flows[]) and return (version, rules).
+    discovered: set[tuple[str, str]] | None = None,
+) -> tuple[int, dict[str, Rule]]:
+    """Validate ``plan`` (version, host, flows[]) and return (version, flow id -> rule).
 
     Raises :class:`ConfigError` naming the field for a stale version, another host's
-    plan, an unknown flow, a band out of range or a DSCP outside the table. Two flows
-    that the kernel cannot tell apart (same destination and port) get the higher
-    priority of the two. Entries for flows of jobs that already finished (the plan was
-    computed before the coordinator heard of it) are skipped, not refused.
+    plan, an unknown flow, a band out of range or a DSCP outside the table. Entries for
+    flows of jobs that already finished (the plan was computed before the coordinator
+    heard of it) are skipped, not refused. A host flow (``<cojob>/<job>/<host>:*``) of a
+    job in ``discovered`` (jobs known by their processes) is accepted for any cluster
+    host: its connections may have opened or closed since the agent's last report.
     """
     m = v.mapping(plan, "plan", ("version", "host", "flows"))
     version = v.integer(v.get(m, "version", "plan"), "plan.version", minimum=1)
@@ -58,31 +67,60 @@ def desired_rules(
     if target != host:
         raise ConfigError("plan.host", f"plan is for {target!r}, this agent is {host!r}")
     table = queues.dscp_table
-    rules: dict[RuleKey, Rule] = {}
-    seen: set[str] = set()
+    entries: dict[str, Rule] = {}
     for i, raw in enumerate(v.sequence(m.get("flows", []), "plan.flows")):
         path = f"plan.flows[{i}]"
         e = v.mapping(raw, path, ("flow_id", "band", "dscp"))
         fid = v.string(v.get(e, "flow_id", path), f"{path}.flow_id")
         if finished and fid in finished:
             continue
-        if fid not in flows:
-            raise ConfigError(f"{path}.flow_id", f"unknown flow {fid!r}")
-        if fid in seen:
+        hf = parse_host_flow(fid) if fid not in flows else None
+        if fid not in flows and not (
+            hf and (hf[0], hf[1]) in (discovered or ()) and hf[2] in addresses
+        ):
+            raise ConfigError(f"{path}.flow_id", f"unknown flow {fid[:80]!r}")
+        if fid in entries:
             raise ConfigError(f"{path}.flow_id", f"flow {fid!r} appears twice")
-        seen.add(fid)
         band = v.integer(v.get(e, "band", path), f"{path}.band", minimum=0)
         if band >= queues.queues:
             raise ConfigError(f"{path}.band", f"{band} out of range 0..{queues.queues - 1}")
         dscp = v.integer(v.get(e, "dscp", path), f"{path}.dscp", minimum=0)
         if dscp not in table:
             raise ConfigError(f"{path}.dscp", f"{dscp} is not in the DSCP table {list(table)}")
-        flow = flows[fid]
-        if flow.dst_host not in addresses:
+        flow = flows.get(fid)
+        if flow is not None and flow.dst_host not in addresses:
             raise ConfigError(f"{path}.flow_id", f"no address for host {flow.dst_host!r}")
-        key = rule_key(flow, addresses)
-        rule = Rule(band, dscp)
-        if key in rules and rules[key].band <= band:
+        entries[fid] = Rule(band, dscp)
+    return version, entries
+
+
+def compose(
+    entries: dict[str, Rule],
+    flows: dict[str, Flow],
+    addresses: dict[str, str],
+    connections: Connections | None = None,
+) -> dict[RuleKey, Rule]:
+    """Kernel rules for plan ``entries``. Two flows the kernel cannot tell apart (same
+    match key) get the higher priority of the two."""
+    rules: dict[RuleKey, Rule] = {}
+
+    def put(key: RuleKey, rule: Rule) -> None:
+        if key not in rules or rule.band < rules[key].band:
+            rules[key] = rule
+
+    for fid, rule in entries.items():
+        flow = flows.get(fid)
+        if flow is not None and not flow.host_flow:
+            put(rule_key(flow, addresses), rule)
             continue
-        rules[key] = rule
-    return version, rules
+        hf = parse_host_flow(fid)
+        if hf is not None and connections:
+            for key in connections.get(((hf[0], hf[1]), hf[2]), ()):
+                put(key, rule)
+    return rules
+
+
+def desired_rules(plan: Any, **kw: Any) -> tuple[int, dict[RuleKey, Rule]]:
+    """``plan_entries`` then ``compose`` (no connections): a plan of port flows."""
+    version, entries = plan_entries(plan, **kw)
+    return version, compose(entries, kw["flows"], kw["addresses"])

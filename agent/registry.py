@@ -3,6 +3,13 @@
 Input arrives as plain mappings (from gRPC messages or JSON-lines events) and is
 validated here, with errors naming the field. The registry is persisted with atomic
 writes (temp file + rename) so an agent restart loses nothing.
+
+A job names its traffic in one of two ways: flows with ports (classified by destination
+address and port), or the process ids of its participants on this host, whose TCP
+connections the agent then finds itself (``agent.discovery``); a flow without ports
+(a *host flow*) declares the bytes per iteration toward a host for such a job.
+Finished jobs stay ``FINISHED_GRACE`` seconds (the coordinator must see them end), then
+leave the registry and the state file.
 """
 
 from __future__ import annotations
@@ -15,52 +22,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.discovery import procs as P
+from agent.registration import Flow, JobEntry, parse_registration
 from grouper import validate as v
 from grouper.errors import ConfigError
-from grouper.flows import flow_id
-from pda.model import ARCHS
 
-EVENT_KINDS = ("REGISTERED", "STAGE_STARTED", "STAGE_FINISHED", "JOB_FINISHED")
+FINISHED_GRACE = 300.0  # seconds a finished job stays visible
 
-
-@dataclass(frozen=True)
-class Flow:
-    src_host: str
-    dst_host: str
-    dst_port: int  # 0 when the flow is classified by src_port
-    src_port: int
-    bytes_per_iteration: float
-
-    def flow_id(self, cojob: str, job: str) -> str:
-        return flow_id(cojob, job, self.dst_host, self.dst_port, self.src_port)
-
-
-@dataclass
-class JobEntry:
-    cojob_id: str
-    job_id: str
-    arch: str
-    stage_iterations: list[int]
-    model_bytes: float
-    flows: list[Flow]
-    compute_time: float = 0.0
-    arrival: float = 0.0
-    iterations_done: int = 0
-    stages_finished: int = 0
-    finished: bool = False
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.cojob_id, self.job_id)
-
-    def spec(self) -> tuple:
-        return (
-            self.arch,
-            tuple(self.stage_iterations),
-            self.model_bytes,
-            tuple(self.flows),
-            self.compute_time,
-        )
+EVENT_KINDS = ("REGISTERED", "STAGE_STARTED", "STAGE_FINISHED", "JOB_FINISHED", "FLOWS_CHANGED")
 
 
 @dataclass(frozen=True)
@@ -72,91 +41,37 @@ class Event:
     time: float = field(default_factory=time.time)
 
 
-def parse_registration(data: Any, known_hosts: set[str] | None = None) -> JobEntry:
-    keys = (
-        "cojob_id",
-        "job_id",
-        "arch",
-        "stage_iterations",
-        "model_bytes",
-        "flows",
-        "compute_time",
-        "arrival",
-    )
-    m = v.mapping(data, "", keys)
-    cojob = v.string(v.get(m, "cojob_id", ""), "cojob_id")
-    job = v.string(v.get(m, "job_id", ""), "job_id")
-    for name, val in (("cojob_id", cojob), ("job_id", job)):
-        if "/" in val or ":" in val:
-            raise ConfigError(name, f"must not contain '/' or ':', got {val!r}")
-    arch = v.choice(v.get(m, "arch", ""), "arch", ARCHS)
-    stages = [
-        v.integer(x, f"stage_iterations[{i}]", minimum=1)
-        for i, x in enumerate(
-            v.sequence(v.get(m, "stage_iterations", ""), "stage_iterations", min_len=1)
-        )
-    ]
-    model = v.number(m.get("model_bytes", 0.0), "model_bytes", minimum=0)
-    if arch != "flows" and model <= 0:
-        raise ConfigError("model_bytes", f"must be positive for arch {arch!r}, got {model:g}")
-    flows = []
-    seen: set[str] = set()
-    for i, raw in enumerate(v.sequence(v.get(m, "flows", ""), "flows", min_len=1)):
-        f = _parse_flow(raw, f"flows[{i}]", known_hosts)
-        fid = f.flow_id(cojob, job)
-        if fid in seen:
-            raise ConfigError(f"flows[{i}]", f"duplicate flow {fid}")
-        seen.add(fid)
-        flows.append(f)
-    return JobEntry(
-        cojob,
-        job,
-        arch,
-        stages,
-        model,
-        flows,
-        compute_time=v.number(m.get("compute_time", 0.0), "compute_time", minimum=0),
-        arrival=v.number(m.get("arrival", 0.0), "arrival", minimum=0) or time.time(),
-    )
-
-
-def _parse_flow(data: Any, path: str, known_hosts: set[str] | None) -> Flow:
-    keys = ("src_host", "dst_host", "dst_port", "src_port", "bytes_per_iteration")
-    m = v.mapping(data, path, keys)
-    hosts = []
-    for key in ("src_host", "dst_host"):
-        h = v.string(v.get(m, key, path), f"{path}.{key}")
-        if known_hosts is not None and h not in known_hosts:
-            raise ConfigError(f"{path}.{key}", f"unknown host {h!r}")
-        hosts.append(h)
-    dport = v.integer(m.get("dst_port", 0), f"{path}.dst_port", minimum=0)
-    sport = v.integer(m.get("src_port", 0), f"{path}.src_port", minimum=0)
-    for key, port in (("dst_port", dport), ("src_port", sport)):
-        if port > 65535:
-            raise ConfigError(f"{path}.{key}", f"must be between 1 and 65535, got {port}")
-    if not dport and not sport:
-        raise ConfigError(f"{path}.dst_port", "required (or give src_port)")
-    size = v.number(
-        v.get(m, "bytes_per_iteration", path), f"{path}.bytes_per_iteration", positive=True
-    )
-    return Flow(hosts[0], hosts[1], dport, sport, size)
-
-
 class Registry:
     """Local jobs keyed by (cojob, job). Every change returns the events it causes."""
 
     def __init__(
-        self, state_file: str | Path | None = None, known_hosts: set[str] | None = None
+        self,
+        state_file: str | Path | None = None,
+        known_hosts: set[str] | None = None,
+        *,
+        host: str | None = None,
+        host_of: dict[str, str] | None = None,
     ) -> None:
         self.jobs: dict[tuple[str, str], JobEntry] = {}
+        self.generation = 0  # grows with every change
         self.known_hosts = known_hosts
+        self.host = host
+        self.host_of = host_of or {}
         self.state_file = Path(state_file) if state_file else None
         if self.state_file and self.state_file.exists():
             self._load()
 
     # -- changes ---------------------------------------------------------------------
     def register(self, data: Any) -> list[Event]:
-        entry = parse_registration(data, self.known_hosts)
+        entry = parse_registration(
+            data, self.known_hosts, local_host=self.host, host_of=self.host_of
+        )
+        if not entry.flows and not entry.pids:
+            raise ConfigError("flows", "give flows with ports, or the job's pids")
+        for i, f in enumerate(entry.flows):
+            if f.host_flow and not entry.pids:
+                raise ConfigError(f"flows[{i}].dst_port", "required (or give src_port, or pids)")
+        entry.pids = self._check_pids(entry)
         old = self.jobs.get(entry.key)
         if old is not None:
             if old.spec() != entry.spec():
@@ -165,6 +80,10 @@ class Registry:
                     f"job {entry.cojob_id}/{entry.job_id} is already "
                     "registered with a different spec",
                 )
+            added = [p for p in entry.pids if p not in old.pids]
+            if added and not old.finished:  # another participant of the job (a second rank)
+                old.pids += added
+                self._save()
             return []  # idempotent re-registration (e.g. a JSON-lines file read again)
         self.jobs[entry.key] = entry
         self._save()
@@ -172,6 +91,28 @@ class Registry:
             Event("REGISTERED", entry.cojob_id, entry.job_id, 0),
             Event("STAGE_STARTED", entry.cojob_id, entry.job_id, 1),
         ]
+
+    def _check_pids(self, entry: JobEntry) -> list[tuple[int, int]]:
+        """Live (pid, start time) of the registration's pids, or a refusal naming one."""
+        taken = {
+            p[0]: j.key
+            for j in self.jobs.values()
+            if not j.finished and j.key != entry.key
+            for p in j.pids
+            if P.alive(P.Proc(*p))
+        }
+        out = []
+        for i, (pid, _) in enumerate(entry.pids):
+            if pid == os.getpid():
+                raise ConfigError(f"pids[{i}]", f"{pid} is the agent's own process")
+            proc = P.identify(pid)
+            if proc is None:
+                raise ConfigError(f"pids[{i}]", f"no running process {pid}")
+            if pid in taken:
+                c, j = taken[pid]
+                raise ConfigError(f"pids[{i}]", f"process {pid} belongs to job {c}/{j}")
+            out.append((proc.pid, proc.start))
+        return out
 
     def progress(self, data: Any) -> list[Event]:
         m = v.mapping(data, "", ("cojob_id", "job_id", "iterations_done"))
@@ -212,13 +153,52 @@ class Registry:
         )
 
     def job_finished(self, data: Any) -> list[Event]:
-        m = v.mapping(data, "", ("cojob_id", "job_id"))
+        """The job ended here; with ``pids``, only those participants did, and the job
+        ends when the last participant it registered has."""
+        m = v.mapping(data, "", ("cojob_id", "job_id", "pids"))
         job = self._job(m)
         if job.finished:
             return []
+        gone = {
+            v.integer(x, f"pids[{i}]", minimum=1)
+            for i, x in enumerate(v.sequence(m.get("pids", []), "pids"))
+        }
+        if gone and job.pids:
+            job.pids = [p for p in job.pids if p[0] not in gone]
+            if job.pids:
+                self._save()
+                return []
+        return self._finish(job)
+
+    def _finish(self, job: JobEntry) -> list[Event]:
         job.finished = True
+        job.finished_at = time.time()
         self._save()
         return [Event("JOB_FINISHED", job.cojob_id, job.job_id, job.stages_finished)]
+
+    def reap(self, exited: set[tuple[str, str]], now: float | None = None) -> list[Event]:
+        """Finish the jobs in ``exited`` (all their processes are gone without a word)
+        and forget finished jobs older than the grace period."""
+        events = []
+        for key in exited:
+            job = self.jobs.get(key)
+            if job is not None and not job.finished:
+                events += self._finish(job)
+        now = time.time() if now is None else now
+        old = [
+            k for k, j in self.jobs.items() if j.finished and now - j.finished_at > FINISHED_GRACE
+        ]
+        for k in old:
+            del self.jobs[k]
+        if old:
+            self._save()
+        return events
+
+    def set_measured(self, key: tuple[str, str], per_host: dict[str, float]) -> None:
+        job = self.jobs.get(key)
+        if job is not None and job.measured != per_host:
+            job.measured = dict(per_host)
+            self._save()
 
     def apply_event(self, data: Any) -> list[Event]:
         """One JSON-lines event: ``{"event": "register" | "progress" | ..., ...}``."""
@@ -250,14 +230,16 @@ class Registry:
         return out
 
     def finished_flows(self, host: str) -> set[str]:
-        """Ids of flows this host sent for jobs that have finished."""
-        return {
-            f.flow_id(j.cojob_id, j.job_id)
-            for j in self.jobs.values()
-            if j.finished
-            for f in j.flows
-            if f.src_host == host
-        }
+        """Ids of flows this host sent for jobs that have finished (host flows of jobs
+        known by their processes included, whatever host they went to)."""
+        out = set()
+        for j in self.jobs.values():
+            if not j.finished:
+                continue
+            out.update(f.flow_id(j.cojob_id, j.job_id) for f in j.flows if f.src_host == host)
+            if j.pids or j.measured:
+                out.update(f"{j.cojob_id}/{j.job_id}/{h}:*" for h in self.known_hosts or ())
+        return out
 
     def _job(self, m: Any) -> JobEntry:
         key = (
@@ -270,6 +252,7 @@ class Registry:
 
     # -- persistence -----------------------------------------------------------------
     def _save(self) -> None:
+        self.generation += 1
         if self.state_file is None:
             return
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
@@ -291,6 +274,7 @@ class Registry:
             data = json.loads(self.state_file.read_text())
             for raw in data["jobs"]:
                 raw["flows"] = [Flow(**f) for f in raw["flows"]]
+                raw["pids"] = [tuple(p) for p in raw.get("pids", [])]
                 job = JobEntry(**raw)
                 self.jobs[job.key] = job
         except (ValueError, KeyError, TypeError) as exc:

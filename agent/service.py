@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 
 from agent.core import AgentCore
-from agent.registry import JobEntry
+from agent.registration import Flow, JobEntry
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 
@@ -33,10 +33,13 @@ def registration_dict(m: pb.JobRegistration) -> dict[str, Any]:
         ],
         "compute_time": m.compute_time,
         "arrival": m.arrival,
+        "pids": list(m.pids),
     }
 
 
-def registration_msg(job: JobEntry) -> pb.JobRegistration:
+def registration_msg(job: JobEntry, flows: list[Flow]) -> pb.JobRegistration:
+    """What the coordinator sees of a job: its spec and the flows it sends (pids stay
+    on the host)."""
     return pb.JobRegistration(
         cojob_id=job.cojob_id,
         job_id=job.job_id,
@@ -51,7 +54,7 @@ def registration_msg(job: JobEntry) -> pb.JobRegistration:
                 src_port=f.src_port,
                 bytes_per_iteration=f.bytes_per_iteration,
             )
-            for f in job.flows
+            for f in flows
         ],
         compute_time=job.compute_time,
         arrival=job.arrival,
@@ -100,7 +103,12 @@ class RegistryServicer(pbg.RegistryServicer):
     async def JobFinished(self, request: pb.JobFinishedReport, context: Any) -> pb.Ack:
         return _ack(
             self.core.registry_call(
-                "job_finished", {"cojob_id": request.cojob_id, "job_id": request.job_id}
+                "job_finished",
+                {
+                    "cojob_id": request.cojob_id,
+                    "job_id": request.job_id,
+                    "pids": list(request.pids),
+                },
             )
         )
 
@@ -108,7 +116,7 @@ class RegistryServicer(pbg.RegistryServicer):
 async def host_report(core: AgentCore) -> pb.HostReport:
     jobs = [
         pb.JobState(
-            job=registration_msg(j),
+            job=registration_msg(j, core.report_flows(j)),
             iterations_done=j.iterations_done,
             stages_finished=j.stages_finished,
             finished=j.finished,

@@ -74,6 +74,18 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return sweep(args) if args.action == "sweep" else simulate(args)
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from grouper.launcher import run
+
+    return run(args)
+
+
+def _cmd_bench_discovery(args: argparse.Namespace) -> int:
+    from agent.discovery.bench import bench_discovery
+
+    return bench_discovery(args.jobs, args.connections, args.samples, args.interval, args.json)
+
+
 def _cmd_emulate(args: argparse.Namespace) -> int:
     from topologies.commands import emulate
 
@@ -172,6 +184,22 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--log-level", default="INFO")
     cc = add("check-config", _cmd_check_config, "validate a cluster config file")
     cc.add_argument("file")
+    ru = add("run", _cmd_run, "run a command as a grouper job (registers it with the local agent)")
+    ru.add_argument("--cojob", required=True, help="the search (cojob) id")
+    ru.add_argument("--job", required=True, help="this job's id (the same on every host)")
+    ru.add_argument("--stages", required=True, help="iterations per stage, e.g. 500,1000,2000")
+    ru.add_argument("--arch", default="flows", choices=("flows", "ps", "ring"))
+    ru.add_argument("--model-bytes", type=float, help="gradient bytes per iteration (a prior)")
+    ru.add_argument(
+        "--to",
+        action="append",
+        metavar="HOST=BYTES",
+        help="bytes per iteration this host sends to HOST (repeatable; else measured)",
+    )
+    ru.add_argument(
+        "--socket", help="agent socket (default $GROUPER_AGENT_SOCKET or /run/grouper/agent.sock)"
+    )
+    ru.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
     bench = sub.add_parser("bench", help="benchmarks (print figures, assert nothing)")
     bsub = bench.add_subparsers(dest="what", required=True)
@@ -196,6 +224,17 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--seed", type=int, default=1)
     bc.add_argument("--runs", type=int, default=3)
     bc.add_argument("--json", metavar="PATH")
+    bd = add(
+        "discovery",
+        _cmd_bench_discovery,
+        "connect() to planned band and DSCP, and agent CPU, with many jobs (root)",
+        bsub,
+    )
+    bd.add_argument("--jobs", type=int, default=200)
+    bd.add_argument("--connections", type=int, default=4, help="per job")
+    bd.add_argument("--samples", type=int, default=60, help="timed new connections")
+    bd.add_argument("--interval", type=float, default=0.1, help="agent discovery interval (s)")
+    bd.add_argument("--json", metavar="PATH")
     br = add(
         "ratio",
         _cmd_bench_ratio,

@@ -30,6 +30,7 @@ class HostConfig:
     agent: str  # agent gRPC address host:port (or unix:PATH)
     nic: str
     link_mbps: float
+    address6: str = ""  # optional data-plane IPv6 address (traffic to it is classified too)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class AgentSettings:
     state_file: str = "/var/lib/grouper/agent-state.json"
     backend: str = "auto"
     metrics_port: int = 9101
+    discovery_interval: float = 0.1  # seconds between scans for jobs' new connections
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,13 @@ class ClusterConfig:
     @property
     def addresses(self) -> dict[str, str]:
         return {h.name: h.address for h in self.hosts}
+
+    @property
+    def host_of(self) -> dict[str, str]:
+        """Every data-plane address (IPv4 and IPv6) -> its host's name."""
+        out = {h.address: h.name for h in self.hosts}
+        out.update({h.address6: h.name for h in self.hosts if h.address6})
+        return out
 
     @property
     def control_ports(self) -> tuple[int, ...]:
@@ -160,7 +169,7 @@ def _hosts(raw: Any) -> tuple[HostConfig, ...]:
     addrs: set[str] = set()
     for i, item in enumerate(v.sequence(raw, "hosts", min_len=1)):
         path = f"hosts[{i}]"
-        m = v.mapping(item, path, ("name", "address", "agent", "nic", "link_mbps"))
+        m = v.mapping(item, path, ("name", "address", "address6", "agent", "nic", "link_mbps"))
         name = v.string(v.get(m, "name", path), f"{path}.name")
         if name in names:
             raise ConfigError(f"{path}.name", f"duplicate host {name!r}")
@@ -173,12 +182,24 @@ def _hosts(raw: Any) -> tuple[HostConfig, ...]:
             ) from None
         if address in addrs:
             raise ConfigError(f"{path}.address", f"duplicate address {address}")
+        address6 = ""
+        if "address6" in m:
+            raw6 = v.string(m["address6"], f"{path}.address6")
+            try:
+                address6 = ipaddress.IPv6Address(raw6).compressed
+            except ValueError:
+                raise ConfigError(
+                    f"{path}.address6", f"expected an IPv6 address, got {raw6[:40]!r}"
+                ) from None
+            if address6 in addrs:
+                raise ConfigError(f"{path}.address6", f"duplicate address {address6}")
+            addrs.add(address6)
         agent = _address(v.get(m, "agent", path, f"{address}:7070"), f"{path}.agent")
         nic = v.string(v.get(m, "nic", path), f"{path}.nic")
         link = v.number(v.get(m, "link_mbps", path, 10000), f"{path}.link_mbps", positive=True)
         names.add(name)
         addrs.add(address)
-        out.append(HostConfig(name, address, agent, nic, link))
+        out.append(HostConfig(name, address, agent, nic, link, address6))
     return tuple(out)
 
 
@@ -235,7 +256,15 @@ def _failure(raw: Any) -> FailureConfig:
 
 
 def _agent(raw: Any) -> AgentSettings:
-    keys = ("port", "socket", "jobs_dir", "state_file", "backend", "metrics_port")
+    keys = (
+        "port",
+        "socket",
+        "jobs_dir",
+        "state_file",
+        "backend",
+        "metrics_port",
+        "discovery_interval",
+    )
     m = v.mapping(raw, "agent", keys)
     d = AgentSettings()
     port = v.integer(m.get("port", d.port), "agent.port", minimum=1)
@@ -250,4 +279,12 @@ def _agent(raw: Any) -> AgentSettings:
         v.string(m.get("state_file", d.state_file), "agent.state_file"),
         v.choice(m.get("backend", d.backend), "agent.backend", BACKENDS),
         mport,
+        _interval(m.get("discovery_interval", d.discovery_interval)),
     )
+
+
+def _interval(raw: Any) -> float:
+    x = v.number(raw, "agent.discovery_interval", positive=True)
+    if not 0.01 <= x <= 10:
+        raise ConfigError("agent.discovery_interval", f"must be between 0.01 and 10 s, got {x:g}")
+    return x

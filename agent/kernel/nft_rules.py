@@ -6,6 +6,9 @@ One table, ``inet grouper``, holds everything the agent installs:
   (the tc classid of the flow's band; the qdisc picks the class from it without filters);
 * verdict maps ``dscp_dport`` / ``dscp_sport``: same keys -> ``goto dscp_<N>``, a chain
   that sets DSCP N (nft 1.0 cannot take ``ip dscp set`` from a map directly);
+* maps ``band_conn`` / ``dscp_conn`` (IPv4) and ``band_conn6`` / ``dscp_conn6`` (IPv6):
+  one element per connection the agent found for a job, keyed by (source . destination
+  . source port . destination port);
 * control traffic (agent and coordinator gRPC ports), pure TCP ACKs and short SYN, FIN
   and RST segments -> band 0 and its DSCP (they are tiny; in a low band ACKs would stall
   a prioritized flow and handshakes would wait out SYN retransmission timers).
@@ -26,6 +29,24 @@ TABLE = "grouper"
 FAMILY = "inet"
 COMMENT = "managed by grouper-agent"
 ACK_MAX_LENGTH = 100  # IP length below which an ACK carries no payload (header + options)
+ACK_MAX_PAYLOAD6 = 80  # the same for IPv6, whose length field excludes the 40-byte header
+MATCHES = ("dport", "sport", "conn", "conn6")
+_MAP_TYPES = {
+    "dport": ("ip daddr . tcp dport", "ipv4_addr . inet_service"),
+    "sport": ("ip daddr . tcp sport", "ipv4_addr . inet_service"),
+    "conn": (
+        "ip saddr . ip daddr . tcp sport . tcp dport",
+        "ipv4_addr . ipv4_addr . inet_service . inet_service",
+    ),
+    "conn6": (
+        "ip6 saddr . ip6 daddr . tcp sport . tcp dport",
+        "ipv6_addr . ipv6_addr . inet_service . inet_service",
+    ),
+}
+
+
+def dscp_chain(match: str, dscp: int) -> str:
+    return f"dscp6_{dscp}" if match == "conn6" else f"dscp_{dscp}"
 
 
 def render_table(
@@ -46,45 +67,59 @@ def render_table(
         f"table {FAMILY} {TABLE} {{",
         f'  comment "{COMMENT}"',
     ]
-    for match in ("dport", "sport"):
-        lines.append(f"  map band_{match} {{ typeof ip daddr . tcp {match} : meta priority; }}")
-        lines.append(f"  map dscp_{match} {{ type ipv4_addr . inet_service : verdict; }}")
+    for match in MATCHES:
+        typeof, types = _MAP_TYPES[match]
+        lines.append(f"  map band_{match} {{ typeof {typeof} : meta priority; }}")
+        lines.append(f"  map dscp_{match} {{ type {types} : verdict; }}")
     for d in sorted(set(queues.dscp_table)):
         lines.append(f"  chain dscp_{d} {{ ip dscp set {d}; }}")
+        lines.append(f"  chain dscp6_{d} {{ ip6 dscp set {d}; }}")
+    ctl6 = f"meta priority set {layout.classid_text(ctl_band)} ip6 dscp set {ctl_dscp}"
     lines += [
         "  chain postrouting {",
         "    type filter hook postrouting priority 0; policy accept;",
         f'    oifname "{nic}" meta nfproto ipv4 jump classify',
+        f'    oifname "{nic}" meta nfproto ipv6 jump classify6',
         "  }",
         "  chain classify {",
     ]
-    if ports:
-        lines.append(f"    tcp dport {{ {ports} }} {ctl} return")
-        lines.append(f"    tcp sport {{ {ports} }} {ctl} return")
-    # pure ACKs (ACK alone, no PSH, short) ride the control band: a flow whose reverse path is
-    # congested must not stall on its own ACK clock
-    lines.append(
-        f"    ip length < {ACK_MAX_LENGTH} "
-        f"tcp flags & (syn | fin | rst | psh | ack) == ack {ctl} return"
-    )
-    # so do handshakes and teardowns: a new job's SYN in a starved low band waits out
-    # TCP's 1 s, 3 s, ... SYN retransmission timers before the plan even knows the flow
-    lines.append(
-        f"    ip length < {ACK_MAX_LENGTH} tcp flags & (syn | fin | rst) != 0 {ctl} return"
-    )
+    lines += _control_rules(ports, ctl, f"ip length < {ACK_MAX_LENGTH}")
     for match in ("dport", "sport"):
         lines.append(f"    meta priority set ip daddr . tcp {match} map @band_{match}")
         lines.append(f"    ip daddr . tcp {match} vmap @dscp_{match}")
+    conn = "ip saddr . ip daddr . tcp sport . tcp dport"
+    lines.append(f"    meta priority set {conn} map @band_conn")
+    lines.append(f"    {conn} vmap @dscp_conn")
+    lines += ["  }", "  chain classify6 {"]
+    lines += _control_rules(ports, ctl6, f"ip6 length < {ACK_MAX_PAYLOAD6}")
+    conn6 = "ip6 saddr . ip6 daddr . tcp sport . tcp dport"
+    lines.append(f"    meta priority set {conn6} map @band_conn6")
+    lines.append(f"    {conn6} vmap @dscp_conn6")
     lines += ["  }", "}"]
     text = "\n".join(lines) + "\n"
     return text + render_changes({}, rules, layout)
+
+
+def _control_rules(ports: str, ctl: str, short: str) -> list[str]:
+    """Control traffic, pure ACKs and handshakes -> the control band (``ctl``)."""
+    out = []
+    if ports:
+        out.append(f"    tcp dport {{ {ports} }} {ctl} return")
+        out.append(f"    tcp sport {{ {ports} }} {ctl} return")
+    # pure ACKs (ACK alone, no PSH, short) ride the control band: a flow whose reverse
+    # path is congested must not stall on its own ACK clock
+    out.append(f"    {short} tcp flags & (syn | fin | rst | psh | ack) == ack {ctl} return")
+    # so do handshakes and teardowns: a new job's SYN in a starved low band waits out
+    # TCP's 1 s, 3 s, ... SYN retransmission timers before the plan even knows the flow
+    out.append(f"    {short} tcp flags & (syn | fin | rst) != 0 {ctl} return")
+    return out
 
 
 def render_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule], layout: BandLayout) -> str:
     """Element deletions and additions that turn ``old`` into ``new`` (one transaction)."""
     out: list[str] = []
     for field in ("band", "dscp"):
-        for match in ("dport", "sport"):
+        for match in MATCHES:
             dels, adds = [], []
             for key in old.keys() | new.keys():
                 if key[0] != match:
@@ -94,11 +129,14 @@ def render_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule], layout: B
                 vb = None if b is None else getattr(b, field)
                 if va == vb:
                     continue
-                elem = f"{key[1]} . {key[2]}"
+                elem = " . ".join(str(x) for x in key[1:])
                 if va is not None:
                     dels.append(elem)
                 if vb is not None:
-                    value = layout.classid_text(vb) if field == "band" else f"goto dscp_{vb}"
+                    if field == "band":
+                        value = layout.classid_text(vb)
+                    else:
+                        value = f"goto {dscp_chain(match, vb)}"
                     adds.append(f"{elem} : {value}")
             name = f"{field}_{match}"
             if dels:

@@ -62,7 +62,7 @@ def test_registration_progress_and_stage_events(tmp_path):
         ),
         (
             {"flows": [{"src_host": "a", "dst_host": "b", "bytes_per_iteration": 1}]},
-            r"^flows\[0\]\.dst_port: required \(or give src_port\)",
+            r"^flows\[0\]\.dst_port: required \(or give src_port, or pids\)",
         ),
         (
             {

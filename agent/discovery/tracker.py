@@ -1,0 +1,140 @@
+"""Connections of registered jobs, found from their processes (pure logic + two probes).
+
+Every refresh dumps the namespace's TCP sockets (``sockdiag``). Sockets seen before cost
+a dict lookup; a socket toward a cluster host that is new is matched to a job by its
+inode, scanning the job's processes (and their descendants) only then. Sockets that
+belong to no job are remembered as foreign until they close or a job registers, so a
+steady host costs one dump per refresh.
+
+Per connection the tracker keeps the rule key the kernel matches packets by (the
+connection's addresses and ports) and, from dumps with ``tcp_info``, the bytes acked,
+which the load estimator turns into bytes per iteration.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agent.discovery import procs as P
+from agent.discovery.sockdiag import TcpSocket
+
+JobKey = tuple[str, str]
+
+
+class Diag(Protocol):
+    def scan(
+        self, known: dict[bytes, Any] | None, new: list[TcpSocket], *, info: bool = False
+    ) -> dict[bytes, int]: ...
+
+
+@dataclass
+class Conn:
+    job: JobKey
+    dst_host: str
+    key: tuple  # ("conn" | "conn6", saddr, daddr, sport, dport)
+    acked: int = 0  # bytes acked when last read (a new connection starts at 0)
+
+
+def conn_key(s: TcpSocket) -> tuple:
+    if s.family == socket.AF_INET:
+        return ("conn", s.saddr, s.daddr, s.sport, s.dport)
+    if s.daddr.startswith("::ffff:") and "." in s.daddr:  # a dual-stack socket speaking IPv4
+        return ("conn", s.saddr.removeprefix("::ffff:"), s.daddr[7:], s.sport, s.dport)
+    return ("conn6", s.saddr, s.daddr, s.sport, s.dport)
+
+
+def dst_address(s: TcpSocket) -> str:
+    return s.daddr[7:] if s.daddr.startswith("::ffff:") and "." in s.daddr else s.daddr
+
+
+@dataclass
+class Tracker:
+    host: str
+    host_of: dict[str, str]  # cluster address -> host name (IPv4 and IPv6 text form)
+    diag: Diag
+    descendants: Callable[[dict[JobKey, set[P.Proc]]], dict[JobKey, set[P.Proc]]] = P.descendants
+    socket_inodes: Callable[[int], set[int]] = P.socket_inodes
+    conns: dict[bytes, Conn] = field(default_factory=dict)
+    foreign: dict[bytes, None] = field(default_factory=dict)
+    sent: dict[tuple[JobKey, str], int] = field(default_factory=dict)  # since take_sent
+    scans: int = 0  # process scans done (each costs a /proc walk)
+
+    def forget_foreign(self) -> None:
+        """A job registered: sockets that belonged to nobody may now be its own."""
+        self.foreign.clear()
+
+    def refresh(self, jobs: dict[JobKey, set[P.Proc]], *, info: bool = False) -> set[JobKey]:
+        """One dump; returns the jobs whose set of connections changed. ``jobs`` maps
+        each job to its known processes; descendants found are added to it in place."""
+        known: dict[bytes, Any] = self.conns | self.foreign if self.foreign else self.conns
+        new: list[TcpSocket] = []
+        alive = self.diag.scan(known, new, info=info)
+        changed = set()
+        for cookie in [c for c in self.conns if c not in alive]:
+            changed.add(self.conns.pop(cookie).job)
+        for cookie in [c for c in self.foreign if c not in alive]:
+            del self.foreign[cookie]
+        if info:
+            for cookie, conn in self.conns.items():
+                acked = alive[cookie]
+                if acked > conn.acked:
+                    k = (conn.job, conn.dst_host)
+                    self.sent[k] = self.sent.get(k, 0) + acked - conn.acked
+                    conn.acked = acked
+        ours = []
+        for s in new:
+            if self.host_of.get(dst_address(s), self.host) != self.host:
+                ours.append(s)
+            else:  # not toward another cluster host: never ours to classify
+                self.foreign[s.cookie] = None
+        if ours and jobs:
+            owner = self._owners(jobs)
+            for s in ours:
+                job = owner.get(s.inode)
+                if job is None:
+                    self.foreign[s.cookie] = None
+                    continue
+                dst = self.host_of[dst_address(s)]
+                self.conns[s.cookie] = Conn(job, dst, conn_key(s), max(s.bytes_acked, 0))
+                if s.bytes_acked > 0:
+                    k = (job, dst)
+                    self.sent[k] = self.sent.get(k, 0) + s.bytes_acked
+                changed.add(job)
+        else:
+            for s in ours:
+                self.foreign[s.cookie] = None
+        return changed
+
+    def _owners(self, jobs: dict[JobKey, set[P.Proc]]) -> dict[int, JobKey]:
+        self.scans += 1
+        found = self.descendants(jobs)
+        owner: dict[int, JobKey] = {}
+        for job, procs in found.items():
+            jobs[job].update(procs)
+            for p in procs:
+                for inode in self.socket_inodes(p.pid):
+                    owner.setdefault(inode, job)
+        return owner
+
+    def connections(self) -> dict[tuple[JobKey, str], list[tuple]]:
+        """(job, destination host) -> rule keys of its open connections."""
+        out: dict[tuple[JobKey, str], list[tuple]] = {}
+        for c in self.conns.values():
+            out.setdefault((c.job, c.dst_host), []).append(c.key)
+        return out
+
+    def destinations(self, job: JobKey) -> set[str]:
+        return {c.dst_host for c in self.conns.values() if c.job == job}
+
+    def take_sent(self) -> dict[tuple[JobKey, str], int]:
+        """Bytes acked per (job, destination) since the last call."""
+        out, self.sent = self.sent, {}
+        return out
+
+    def drop_job(self, job: JobKey) -> None:
+        for cookie in [c for c, conn in self.conns.items() if conn.job == job]:
+            self.foreign[cookie] = None  # its sockets, if any linger, are nobody's now
+            del self.conns[cookie]
