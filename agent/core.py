@@ -110,6 +110,8 @@ class AgentCore:
     # -- plans -----------------------------------------------------------------------
     async def apply_plan(self, plan: Any) -> tuple[bool, str, int]:
         """Validate and apply; on any error the plan in force stays. (ok, error, changed)"""
+        if self._sync_procs() and self.tracker is not None:  # registered or ended since
+            self.connections = self.tracker.connections()
         flows = self.registry.local_flows(self.host)
         try:
             version, entries = plan_entries(
@@ -156,21 +158,23 @@ class AgentCore:
         return True
 
     # -- jobs known by their processes -----------------------------------------------
-    def _sync_procs(self) -> None:
-        """Follow the registry: new participants in, finished jobs out."""
+    def _sync_procs(self) -> bool:
+        """Follow the registry: new participants in, finished jobs out (True if any)."""
         if self._synced == self.registry.generation:
-            return
+            return False
         self._synced = self.registry.generation
         live = {j.key: j for j in self.registry.active_jobs() if j.pids}
         if set(live) - set(self.procs) and self.tracker is not None:
             self.tracker.forget_foreign()  # sockets of nobody may be the new job's
-        for key in set(self.procs) - set(live):
+        gone = set(self.procs) - set(live)
+        for key in gone:
             del self.procs[key]
             self.loads.pop(key, None)
             if self.tracker is not None:
                 self.tracker.drop_job(key)
         for key, job in live.items():
             self.procs.setdefault(key, set()).update(Proc(*p) for p in job.pids)
+        return bool(gone)
 
     async def discover(self, *, measure: bool = False) -> None:
         """One discovery round: new or closed connections of jobs, their rules in the
@@ -178,9 +182,9 @@ class AgentCore:
         estimates, and jobs whose processes all exited (finished here)."""
         if self.tracker is None:
             return
-        self._sync_procs()
+        dropped = self._sync_procs()
         changed = self.tracker.refresh(self.procs, info=measure) if self.procs else set()
-        if changed:
+        if changed or dropped:
             before = {k for k in self.connections}
             self.connections = self.tracker.connections()
             fresh = {(j, h) for (j, h) in self.connections.keys() - before}

@@ -1,6 +1,7 @@
 """Tiny TCP sink/sender run inside namespaces by tests.
 
 python tests/tcp_tool.py sink PORT [PORT ...]    accept on each port, read to EOF
+    (port 0: the kernel picks one; "ready P1 P2 ..." names the ports listened on)
 python tests/tcp_tool.py send ADDR PORT BYTES    connect, send BYTES, close
 """
 
@@ -12,11 +13,7 @@ import threading
 
 
 def sink(ports: list[int]) -> None:
-    def serve(port: int) -> None:
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(("0.0.0.0", port))
-        srv.listen(16)
+    def serve(srv: socket.socket) -> None:
         while True:
             conn, _ = srv.accept()
             threading.Thread(target=drain, args=(conn,), daemon=True).start()
@@ -26,9 +23,15 @@ def sink(ports: list[int]) -> None:
             while conn.recv(65536):
                 pass
 
+    bound = []
     for p in ports:
-        threading.Thread(target=serve, args=(p,), daemon=True).start()
-    print("ready", flush=True)
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("0.0.0.0", p))
+        srv.listen(16)
+        bound.append(srv.getsockname()[1])
+        threading.Thread(target=serve, args=(srv,), daemon=True).start()
+    print("ready", *(bound if 0 in ports else []), flush=True)
     threading.Event().wait()
 
 

@@ -22,6 +22,7 @@ TCPI_BYTES_ACKED = 120  # offset of tcpi_bytes_acked in struct tcp_info (Linux >
 # states we care about: a connection sending (ESTABLISHED) or about to (SYN_SENT, SYN_RECV)
 STATES = (1 << 1) | (1 << 2) | (1 << 3)
 _HDR = struct.Struct("=IHHII")  # nlmsghdr
+_HDR2 = struct.Struct("=IH")  # its length and type
 _MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg
 
 
@@ -44,13 +45,21 @@ class SockDiag:
         self.sock.bind((0, 0))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         self.seq = 0
+        self._templates: dict[tuple[int, bool], bytearray] = {}
 
     def _request(self, family: int, info: bool) -> bytes:
-        self.seq += 1
+        """The encoded request (pyroute2 encodes it once; later ones only change seq)."""
+        self.seq = (self.seq + 1) & 0xFFFFFFFF
+        tpl = self._templates.get((family, info))
+        if tpl is None:
+            tpl = self._templates[family, info] = bytearray(self._encode(family, info))
+        struct.pack_into("=I", tpl, 8, self.seq)
+        return bytes(tpl)
+
+    def _encode(self, family: int, info: bool) -> bytes:
         msg = inet_diag_req()
         msg["header"]["type"] = SOCK_DIAG_BY_FAMILY
         msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_DUMP
-        msg["header"]["sequence_number"] = self.seq
         msg["sdiag_family"] = family
         msg["sdiag_protocol"] = socket.IPPROTO_TCP
         msg["idiag_ext"] = (1 << (INET_DIAG_INFO - 1)) if info else 0
@@ -86,24 +95,27 @@ class SockDiag:
     ) -> None:
         alen = 4 if family == socket.AF_INET else 16
         body = _HDR.size
+        head = _HDR2.unpack_from
+        c0, c1 = body + 44, body + 52  # idiag_cookie within a message
         while True:
             data = self.sock.recv(1 << 20)
-            off = 0
-            while off + body <= len(data):
-                length, kind, _, seq, _ = _HDR.unpack_from(data, off)
-                if length < body or kind == NLMSG_DONE:
-                    return
-                if kind == NLMSG_ERROR:
-                    (err,) = struct.unpack_from("=i", data, off + body)
-                    if err:
-                        raise OSError(-err, "sock_diag dump failed")
-                    return
-                if seq == self.seq and kind == SOCK_DIAG_BY_FAMILY:
-                    cookie = data[off + body + 44 : off + body + 52]
+            off, end = 0, len(data) - body
+            # one request at a time on this socket, so every message answers it
+            while off <= end:
+                length, kind = head(data, off)
+                if kind == SOCK_DIAG_BY_FAMILY:
+                    cookie = data[off + c0 : off + c1]
                     acked = _bytes_acked(data, off, length) if info else -1
                     alive[cookie] = acked
                     if known is None or cookie not in known:
                         new.append(_parse(data, off + body, family, alen, cookie, acked))
+                elif length < body or kind == NLMSG_DONE:
+                    return
+                elif kind == NLMSG_ERROR:
+                    (err,) = struct.unpack_from("=i", data, off + body)
+                    if err:
+                        raise OSError(-err, "sock_diag dump failed")
+                    return
                 off += (length + 3) & ~3
 
     def close(self) -> None:

@@ -61,6 +61,7 @@ class Tracker:
     foreign: dict[bytes, None] = field(default_factory=dict)
     sent: dict[tuple[JobKey, str], int] = field(default_factory=dict)  # since take_sent
     scans: int = 0  # process scans done (each costs a /proc walk)
+    last_new: dict[JobKey, int] = field(default_factory=dict)  # scan that last found one
 
     def forget_foreign(self) -> None:
         """A job registered: sockets that belonged to nobody may now be its own."""
@@ -91,7 +92,7 @@ class Tracker:
             else:  # not toward another cluster host: never ours to classify
                 self.foreign[s.cookie] = None
         if ours and jobs:
-            owner = self._owners(jobs)
+            owner = self._owners(jobs, {s.inode for s in ours})
             for s in ours:
                 job = owner.get(s.inode)
                 if job is None:
@@ -103,20 +104,28 @@ class Tracker:
                     k = (job, dst)
                     self.sent[k] = self.sent.get(k, 0) + s.bytes_acked
                 changed.add(job)
+                self.last_new[job] = self.scans
         else:
             for s in ours:
                 self.foreign[s.cookie] = None
         return changed
 
-    def _owners(self, jobs: dict[JobKey, set[P.Proc]]) -> dict[int, JobKey]:
+    def _owners(self, jobs: dict[JobKey, set[P.Proc]], wanted: set[int]) -> dict[int, JobKey]:
+        """Owner job of each inode in ``wanted``; stops reading fd tables once all are
+        found (jobs that gained connections most recently are read first)."""
         self.scans += 1
         found = self.descendants(jobs)
         owner: dict[int, JobKey] = {}
-        for job, procs in found.items():
-            jobs[job].update(procs)
-            for p in procs:
-                for inode in self.socket_inodes(p.pid):
-                    owner.setdefault(inode, job)
+        left = set(wanted)
+        for job in sorted(found, key=lambda j: -self.last_new.get(j, 0)):
+            jobs[job].update(found[job])
+            for p in found[job]:
+                if not left:
+                    break
+                hits = self.socket_inodes(p.pid) & left
+                for inode in hits:
+                    owner[inode] = job
+                left -= hits
         return owner
 
     def connections(self) -> dict[tuple[JobKey, str], list[tuple]]:
@@ -135,6 +144,7 @@ class Tracker:
         return out
 
     def drop_job(self, job: JobKey) -> None:
+        self.last_new.pop(job, None)
         for cookie in [c for c, conn in self.conns.items() if conn.job == job]:
             self.foreign[cookie] = None  # its sockets, if any linger, are nobody's now
             del self.conns[cookie]

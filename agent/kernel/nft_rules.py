@@ -118,10 +118,11 @@ def _control_rules(ports: str, ctl: str, short: str) -> list[str]:
 def render_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule], layout: BandLayout) -> str:
     """Element deletions and additions that turn ``old`` into ``new`` (one transaction)."""
     out: list[str] = []
+    diff = [k for k in old.keys() | new.keys() if old.get(k) != new.get(k)]
     for field in ("band", "dscp"):
         for match in MATCHES:
             dels, adds = [], []
-            for key in old.keys() | new.keys():
+            for key in diff:
                 if key[0] != match:
                     continue
                 a, b = old.get(key), new.get(key)
