@@ -35,9 +35,10 @@ class LoadEstimate:
     def update(self, iterations_done: int) -> bool:
         """Close a sample if the job progressed; True when an estimate changed."""
         done = iterations_done - self.iterations
-        if done <= 0 or not self.pending:
-            if done > 0:
-                self.iterations = iterations_done
+        if done <= 0:
+            return False
+        if not self.pending and not self.per_iteration:  # nothing measured yet
+            self.iterations = iterations_done
             return False
         changed = False
         for dst in self.pending.keys() | self.per_iteration.keys():
@@ -51,6 +52,7 @@ class LoadEstimate:
         self.iterations = iterations_done
         return changed
 
+    def reported(self) -> dict[str, float]:
         """Estimates as reported to the coordinator (hosts with at least one byte)."""
         out = {}
         for dst, x in self.per_iteration.items():

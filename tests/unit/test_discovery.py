@@ -1,0 +1,292 @@
+"""Discovery logic without root: the tracker with a scripted socket table, load
+estimates, reported flows, plans over connections, pid checks with real processes, and
+the netlink parser against pyroute2's own on loopback sockets."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent.discovery import procs as P
+from agent.discovery.load import LoadEstimate, round2
+from agent.discovery.sockdiag import SockDiag, TcpSocket
+from agent.discovery.tracker import Tracker
+from agent.plan import Rule, compose, plan_entries
+from agent.registration import Flow, parse_registration, reported_flows
+from agent.registry import FINISHED_GRACE, Registry
+from grouper.errors import ConfigError
+from pda.priorities import QueueConfig
+
+HOSTS = {"10.0.0.1": "a", "10.0.0.2": "b", "10.0.0.3": "c", "fd00::2": "b"}
+J1, J2 = ("c1", "j1"), ("c2", "j2")
+
+
+def sock(cookie: int, inode: int, daddr: str = "10.0.0.2", sport: int = 40000, acked: int = -1):
+    fam = socket.AF_INET6 if ":" in daddr else socket.AF_INET
+    saddr = "fd00::1" if fam == socket.AF_INET6 else "10.0.0.1"
+    return TcpSocket(cookie.to_bytes(8, "little"), inode, fam, saddr, sport, daddr, 5000, acked)
+
+
+class FakeDiag:
+    def __init__(self) -> None:
+        self.table: list[TcpSocket] = []
+
+    def scan(self, known, new, *, info=False):
+        alive = {}
+        for s in self.table:
+            alive[s.cookie] = s.bytes_acked if info else -1
+            if known is None or s.cookie not in known:
+                new.append(s if info else s._replace(bytes_acked=-1))
+        return alive
+
+
+def tracker(inodes: dict[int, set[int]]) -> tuple[Tracker, FakeDiag]:
+    diag = FakeDiag()
+    t = Tracker(
+        "a",
+        HOSTS,
+        diag,
+        descendants=lambda roots: {j: set(ps) for j, ps in roots.items()},
+        socket_inodes=lambda pid: inodes.get(pid, set()),
+    )
+    return t, diag
+
+
+def test_new_sockets_are_matched_to_jobs_by_inode_and_strangers_remembered():
+    inodes = {101: {1, 2}, 202: {3}}
+    t, diag = tracker(inodes)
+    jobs = {J1: {P.Proc(101, 5)}, J2: {P.Proc(202, 6)}}
+    diag.table = [sock(1, 1), sock(2, 2, "10.0.0.3"), sock(3, 3, "fd00::2"), sock(9, 9)]
+    assert t.refresh(jobs) == {J1, J2}
+    conns = t.connections()
+    assert conns[(J1, "b")] == [("conn", "10.0.0.1", "10.0.0.2", 40000, 5000)]
+    assert conns[(J1, "c")] == [("conn", "10.0.0.1", "10.0.0.3", 40000, 5000)]
+    assert conns[(J2, "b")] == [("conn6", "fd00::1", "fd00::2", 40000, 5000)]
+    assert sock(9, 9).cookie in t.foreign
+    scans = t.scans
+    assert t.refresh(jobs) == set() and t.scans == scans, "a steady table costs no /proc scan"
+    diag.table = diag.table[1:]  # the first connection closes
+    assert t.refresh(jobs) == {J1}
+    assert (J1, "b") not in t.connections()
+
+
+def test_sockets_to_this_host_or_outside_the_cluster_are_never_ours():
+    t, diag = tracker({101: {1, 2}})
+    diag.table = [sock(1, 1, "10.0.0.1"), sock(2, 2, "192.0.2.9")]
+    assert t.refresh({J1: {P.Proc(101, 5)}}) == set()
+    assert t.scans == 0 and len(t.foreign) == 2
+
+
+def test_a_socket_seen_before_its_job_registered_is_found_after():
+    inodes: dict[int, set[int]] = {}
+    t, diag = tracker(inodes)
+    diag.table = [sock(1, 1)]
+    assert t.refresh({J2: {P.Proc(202, 6)}}) == set()  # nobody owns it yet
+    inodes[101] = {1}
+    t.forget_foreign()
+    assert t.refresh({J1: {P.Proc(101, 5)}, J2: {P.Proc(202, 6)}}) == {J1}
+
+
+def test_dual_stack_sockets_speaking_ipv4_get_ipv4_keys():
+    t, diag = tracker({101: {1}})
+    s = sock(1, 1)._replace(
+        family=socket.AF_INET6, saddr="::ffff:10.0.0.1", daddr="::ffff:10.0.0.2"
+    )
+    diag.table = [s]
+    t.refresh({J1: {P.Proc(101, 5)}})
+    assert t.connections() == {(J1, "b"): [("conn", "10.0.0.1", "10.0.0.2", 40000, 5000)]}
+
+
+def test_bytes_acked_are_counted_per_job_and_host_from_zero_for_new_connections():
+    t, diag = tracker({101: {1, 2}})
+    jobs = {J1: {P.Proc(101, 5)}}
+    diag.table = [sock(1, 1, acked=1000), sock(2, 2, "10.0.0.3", acked=50)]
+    t.refresh(jobs, info=True)
+    assert t.take_sent() == {(J1, "b"): 1000, (J1, "c"): 50}
+    diag.table = [sock(1, 1, acked=4000), sock(2, 2, "10.0.0.3", acked=50)]
+    t.refresh(jobs)  # no tcp_info: nothing counted
+    t.refresh(jobs, info=True)
+    assert t.take_sent() == {(J1, "b"): 3000}
+
+
+def test_load_estimate_moving_average_carry_over_and_decay():
+    est = LoadEstimate()
+    est.add("b", 1000)
+    assert not est.update(0), "no progress: the bytes wait for the next sample"
+    est.add("b", 1000)
+    assert est.update(2) and est.per_iteration == {"b": 1000.0}
+    est.add("b", 3000)
+    est.update(3)  # sample 3000 -> 0.5 * 3000 + 0.5 * 1000
+    assert est.per_iteration["b"] == 2000.0
+    est.update(4)  # the job moved on but sent nothing to b: decays
+    assert est.per_iteration["b"] == 1000.0
+    assert est.reported() == {"b": 1000.0}
+    assert round2(123456) == 120000 and round2(0) == 0.0
+
+
+def entry(**kw):
+    base = {
+        "cojob_id": "c1",
+        "job_id": "j1",
+        "arch": "ring",
+        "stage_iterations": [10],
+        "model_bytes": 900.0,
+    }
+    return parse_registration(base | kw, set(HOSTS.values()), local_host="a", host_of=HOSTS)
+
+
+def test_reported_flows_measured_then_declared_then_model_prior():
+    job = entry(flows=[{"dst_host": "10.0.0.3", "bytes_per_iteration": 50}])
+    assert job.flows == [Flow("a", "c", 0, 0, 50.0)], "an address names its host"
+    flows = {f.dst_host: f.bytes_per_iteration for f in reported_flows(job, {"b", "c"}, "a")}
+    assert flows == {"b": 450.0, "c": 50.0}, "declared for c; b: the model spread over 2 hosts"
+    job.measured = {"c": 70.0}
+    flows = {f.dst_host: f.bytes_per_iteration for f in reported_flows(job, {"c"}, "a")}
+    assert flows == {"c": 70.0}, "a measurement wins over the declaration"
+    bare = entry(arch="flows", model_bytes=0)
+    assert reported_flows(bare, {"b"}, "a") == [], "nothing known: not reported"
+
+
+def plan(*flows):
+    return {
+        "version": 2,
+        "host": "a",
+        "flows": [dict(zip(("flow_id", "band", "dscp"), f, strict=True)) for f in flows],
+    }
+
+
+def test_host_flow_entries_cover_every_connection_of_the_job_to_that_host():
+    q = QueueConfig()
+    addresses = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
+    kw = dict(host="a", in_force=1, flows={}, addresses=addresses, queues=q)
+    _, entries = plan_entries(plan(("c1/j1/b:*", 2, q.dscp_table[2])), **kw, discovered={J1})
+    k1 = ("conn", "10.0.0.1", "10.0.0.2", 40000, 5000)
+    k2 = ("conn", "10.0.0.1", "10.0.0.2", 40001, 5001)
+    k3 = ("conn", "10.0.0.1", "10.0.0.3", 40002, 5000)
+    conns = {(J1, "b"): [k1, k2], (J1, "c"): [k3]}
+    assert compose(entries, {}, addresses, conns) == {
+        k1: Rule(2, q.dscp_table[2]),
+        k2: Rule(2, q.dscp_table[2]),
+    }, "traffic to c waits for its own entry"
+    with pytest.raises(ConfigError, match=r"^plan\.flows\[0\]\.flow_id: unknown flow"):
+        plan_entries(plan(("c9/j9/b:*", 2, q.dscp_table[2])), **kw, discovered={J1})
+    _, none = plan_entries(
+        plan(("c1/j1/b:*", 2, q.dscp_table[2])), **kw, discovered=set(), finished={"c1/j1/b:*"}
+    )
+    assert none == {}, "a finished job's entries are skipped, not refused"
+
+
+@pytest.fixture
+def sleeper():
+    procs = []
+
+    def start() -> subprocess.Popen:
+        procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
+        return procs[-1]
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def reg_pids(reg: Registry, job: str, pids: list[int]):
+    return reg.register(
+        {"cojob_id": "c1", "job_id": job, "arch": "flows", "stage_iterations": [5], "pids": pids}
+    )
+
+
+def test_pids_are_checked_joined_and_the_job_ends_with_its_last_participant(sleeper, tmp_path):
+    reg = Registry(tmp_path / "state.json", set(HOSTS.values()), host="a", host_of=HOSTS)
+    p1, p2 = sleeper(), sleeper()
+    with pytest.raises(ConfigError, match=r"^pids\[0\]: .* the agent's own process"):
+        reg_pids(reg, "j1", [os.getpid()])
+    with pytest.raises(ConfigError, match=r"^pids\[1\]: no running process"):
+        reg_pids(reg, "j1", [p1.pid, 2**22 + 11])
+    assert reg_pids(reg, "j1", [p1.pid])
+    with pytest.raises(ConfigError, match=r"^pids\[0\]: process .* belongs to job c1/j1"):
+        reg_pids(reg, "j2", [p1.pid])
+    assert reg_pids(reg, "j1", [p2.pid]) == [], "a second rank joins the job"
+    assert [p[0] for p in reg.jobs["c1", "j1"].pids] == [p1.pid, p2.pid]
+    assert reg.job_finished({"cojob_id": "c1", "job_id": "j1", "pids": [p1.pid]}) == []
+    (ev,) = reg.job_finished({"cojob_id": "c1", "job_id": "j1", "pids": [p2.pid]})
+    assert ev.kind == "JOB_FINISHED"
+    again = Registry(tmp_path / "state.json", set(HOSTS.values()), host="a")
+    assert again.jobs["c1", "j1"].finished, "the state file keeps it"
+    assert again.reap(set(), now=time.time() + FINISHED_GRACE + 1) == []
+    assert again.jobs == {}, "finished jobs leave after the grace period"
+    assert Registry(tmp_path / "state.json").jobs == {}, "and the state file stays bounded"
+
+
+def test_a_reused_pid_is_a_stranger_and_exited_jobs_are_finished(sleeper):
+    p = sleeper()
+    me = P.identify(p.pid)
+    assert me is not None and P.alive(me)
+    assert not P.alive(P.Proc(p.pid, me.start + 1)), "same pid, other start time"
+    reg = Registry(known_hosts=set(HOSTS.values()), host="a")
+    reg_pids(reg, "j1", [p.pid])
+    p.kill()
+    p.wait()
+    assert not P.alive(me)
+    (ev,) = reg.reap({("c1", "j1")})
+    assert ev.kind == "JOB_FINISHED" and reg.jobs["c1", "j1"].finished
+
+
+def test_descendants_are_found_and_other_jobs_subtrees_excluded():
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess,sys,time; c=subprocess.Popen([sys.executable,"
+         "'-c','import time; time.sleep(60)']); print(c.pid, flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        child = int(parent.stdout.readline())
+        root, kid = P.identify(parent.pid), P.identify(child)
+        found = P.descendants({J1: {root}})
+        assert found[J1] == {root, kid}
+        found = P.descendants({J1: {root}, J2: {kid}})
+        assert found == {J1: {root}, J2: {kid}}, "a registered child is its own job"
+    finally:
+        parent.kill()
+        parent.wait()
+        os.kill(child, 9)
+
+
+def test_netlink_parser_agrees_with_pyroute2_on_loopback_sockets():
+    from pyroute2 import DiagSocket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    pairs = []
+    for n in range(5):
+        c = socket.create_connection(srv.getsockname())
+        pairs += [c, srv.accept()[0]]
+        c.sendall(b"x" * (1000 * (n + 1)))
+    time.sleep(0.2)
+    diag = SockDiag()
+    try:
+        ours = {s.inode: s for s in diag.dump(info=True)}
+    finally:
+        diag.close()
+    with DiagSocket() as ds:
+        ds.bind()
+        ref = ds.get_sock_stats(family=socket.AF_INET, states=1 << 1, extensions=2)
+    checked = 0
+    for m in ref:
+        s = ours[m["idiag_inode"]]
+        info = dict(m["attrs"])["INET_DIAG_INFO"]
+        assert (s.saddr, s.sport, s.daddr, s.dport) == (
+            m["idiag_src"], m["idiag_sport"], m["idiag_dst"], m["idiag_dport"],
+        )  # fmt: skip
+        assert s.bytes_acked == info["tcpi_bytes_acked"]
+        checked += 1
+    assert checked >= 10
+    assert {s.bytes_acked for s in ours.values()} >= {1001, 5001}  # + 1 for the SYN
+    for p in pairs:
+        p.close()
+    srv.close()
