@@ -51,7 +51,9 @@ class Registry:
         *,
         host: str | None = None,
         host_of: dict[str, str] | None = None,
+        own_pid: int | None = None,
     ) -> None:
+        self.own_pid = os.getpid() if own_pid is None else own_pid  # never a job's
         self.jobs: dict[tuple[str, str], JobEntry] = {}
         self.generation = 0  # grows with every change
         self.known_hosts = known_hosts
@@ -103,7 +105,7 @@ class Registry:
         }
         out = []
         for i, (pid, _) in enumerate(entry.pids):
-            if pid == os.getpid():
+            if pid == self.own_pid:
                 raise ConfigError(f"pids[{i}]", f"{pid} is the agent's own process")
             proc = P.identify(pid)
             if proc is None:

@@ -1,0 +1,212 @@
+"""grouper.client and grouper run against a real Registry servicer on a Unix socket
+(the agent's own gRPC code and registry, with no kernel), and with no agent at all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from concurrent import futures
+
+import grpc
+import pytest
+
+import grouper.client as client
+from agent.registry import Registry
+from agent.service import RegistryServicer
+from grouper.client import Job
+from grouper.v1 import agent_pb2_grpc as pbg
+
+
+class SyncRegistry(pbg.RegistryServicer):
+    """The agent's RegistryServicer logic over a sync server (same registry calls)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.calls: list[str] = []
+
+    def _do(self, kind: str, data: dict):
+        from grouper.errors import ConfigError
+        from grouper.v1 import agent_pb2 as pb
+
+        self.calls.append(kind)
+        handler = {
+            "register": self.registry.register,
+            "progress": self.registry.progress,
+            "job_finished": self.registry.job_finished,
+        }[kind]
+        try:
+            handler(data)
+        except ConfigError as exc:
+            return pb.Ack(ok=False, error=str(exc))
+        return pb.Ack(ok=True)
+
+    def RegisterJob(self, request, context):
+        from agent.service import registration_dict
+
+        return self._do("register", registration_dict(request))
+
+    def ReportProgress(self, request, context):
+        return self._do(
+            "progress",
+            {
+                "cojob_id": request.cojob_id,
+                "job_id": request.job_id,
+                "iterations_done": request.iterations_done,
+            },
+        )
+
+    def JobFinished(self, request, context):
+        return self._do(
+            "job_finished",
+            {"cojob_id": request.cojob_id, "job_id": request.job_id, "pids": list(request.pids)},
+        )
+
+
+assert issubclass(RegistryServicer, pbg.RegistryServicer)  # the agent serves the same API
+
+
+@pytest.fixture
+def agent(tmp_path):
+    # the agent is this test process, and so is the job: no pid is "the agent's own"
+    reg = Registry(known_hosts={"a", "b"}, host="a", own_pid=-1)
+    servicer = SyncRegistry(reg)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pbg.add_RegistryServicer_to_server(servicer, server)
+    path = tmp_path / "agent.sock"
+    server.add_insecure_port(f"unix:{path}")
+    server.start()
+    yield path, reg, servicer
+    server.stop(grace=None)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warning(monkeypatch):
+    monkeypatch.setattr(client, "_warned_absent", False)
+
+
+def test_without_an_agent_the_job_is_a_no_op_and_warns_once(tmp_path):
+    missing = str(tmp_path / "nowhere.sock")
+    with pytest.warns(RuntimeWarning, match="no agent socket"):
+        with Job("c", "j", [3, 3], socket=missing) as job:
+            for _ in range(10):
+                job.step()
+            job.stage_done()
+    assert not job.active and job.iterations_done == 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second job must not warn again
+        with Job("c", "j2", [3], socket=missing) as job2:
+            job2.step()
+
+
+def test_a_job_registers_reports_progress_and_finishes(agent):
+    path, reg, servicer = agent
+    with Job("c", "j", [5, 5], socket=str(path), report_every=0.01) as job:
+        assert job.active and job.error == ""
+        for _ in range(5):
+            job.step()
+        job.stage_done()
+        job.step(2)
+    entry = reg.jobs["c", "j"]
+    assert entry.iterations_done == 7 and entry.stages_finished == 1
+    assert entry.finished, "leaving the block finishes this participant"
+    assert servicer.calls[0] == "register" and servicer.calls[-1] == "job_finished"
+
+
+def test_an_exception_in_training_still_finishes_the_job(agent):
+    path, reg, _ = agent
+    with pytest.raises(ZeroDivisionError):
+        with Job("c", "j", [5], socket=str(path)) as job:
+            job.step()
+            raise ZeroDivisionError
+    assert reg.jobs["c", "j"].finished
+
+
+def test_a_refusal_is_surfaced_and_training_continues(agent, caplog):
+    path, reg, _ = agent
+    with Job("c", "j", [5], socket=str(path), flows=[("zz", 1e6)]) as job:
+        for _ in range(5):
+            job.step()  # no exception, no blocking
+    assert job.error.startswith("flows[0].dst_host: unknown host")
+    assert not job.active and ("c", "j") not in reg.jobs
+    assert "refused RegisterJob" in caplog.text
+
+
+def test_from_env_takes_the_ids_grouper_run_sets(monkeypatch, agent):
+    path, reg, servicer = agent
+    monkeypatch.setenv("GROUPER_COJOB", "c")
+    monkeypatch.setenv("GROUPER_JOB", "j")
+    monkeypatch.setenv("GROUPER_STAGES", "4,8")
+    monkeypatch.setenv("GROUPER_AGENT_SOCKET", str(path))
+    monkeypatch.setenv("GROUPER_MANAGED", "1")
+    job = Job.from_env()
+    assert (job.cojob, job.job, job.stages, job.socket) == ("c", "j", [4, 8], str(path))
+    assert job.managed, "the launcher registered it and will finish it"
+    reg.register(
+        {"cojob_id": "c", "job_id": "j", "arch": "flows", "stage_iterations": [4, 8], "pids": [1]}
+    )
+    with job:
+        job.step(4)
+    assert servicer.calls == ["progress"], "no second registration, no finish"
+    assert reg.jobs["c", "j"].iterations_done == 4 and not reg.jobs["c", "j"].finished
+    monkeypatch.delenv("GROUPER_JOB")
+    with pytest.raises(RuntimeError, match="^GROUPER_JOB: not set"):
+        Job.from_env()
+
+
+def test_the_client_imports_with_neither_numpy_nor_pyroute2():
+    code = (
+        "import sys\n"
+        "for m in ('numpy', 'pyroute2', 'yaml', 'scipy'): sys.modules[m] = None\n"
+        "import grouper.client\n"
+        "job = grouper.client.Job('c', 'j', [1], socket='/nonexistent')\n"
+        "job.start(); job.step(); job.close()\n"
+    )
+    subprocess.run([sys.executable, "-W", "ignore", "-c", code], check=True)
+
+
+def grouper(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "grouper.cli", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_grouper_run_without_an_agent_runs_the_command_and_passes_its_status(tmp_path):
+    sock = str(tmp_path / "none.sock")
+    code = "import os, sys; print(os.environ['GROUPER_JOB'], os.environ['GROUPER_MANAGED'])"
+    code += "; sys.exit(3)"
+    r = grouper("run", "--cojob", "c", "--job", "j", "--stages", "5", "--socket", sock,
+                "--", sys.executable, "-c", code)  # fmt: skip
+    assert r.returncode == 3 and r.stdout.split() == ["j", "0"]
+    assert "no agent socket" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--stages", "5,x"], "--stages[1]: expected an integer"),
+        (["--stages", "0"], "--stages[0]: must be at least 1"),
+        (["--stages", "5", "--to", "b"], "--to[0]: expected HOST=BYTES_PER_ITERATION"),
+        (["--stages", "5", "--model-bytes", "nan"], "--model-bytes: must be a finite number"),
+    ],
+)
+def test_grouper_run_bad_input_exits_2_naming_the_field(args, message, tmp_path):
+    r = grouper("run", "--cojob", "c", "--job", "j", "--socket", str(tmp_path / "s"), *args,
+                "--", "true")  # fmt: skip
+    assert (
+        r.returncode == 2
+        and r.stderr.strip() == f"grouper: error: {message}"
+        or (r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1)
+    ), r.stderr
+
+
+def test_grouper_run_refused_by_the_agent_exits_2(agent):
+    path, _, _ = agent
+    r = grouper("run", "--cojob", "c", "--job", "j", "--stages", "5", "--to", "zz=100",
+                "--socket", str(path), "--", "true")  # fmt: skip
+    assert r.returncode == 2
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .startswith("grouper: error: agent refused the job: flows[0].dst_host: unknown host")
+    )
