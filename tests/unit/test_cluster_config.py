@@ -41,6 +41,9 @@ def mutate(path, value):
         (["hosts", 0, "address"], "10.0.1", r"^hosts\[0\]\.address: expected an IPv4 address"),
         (["hosts", 1, "name"], "gpu01", r"^hosts\[1\]\.name: duplicate host 'gpu01'"),
         (["hosts", 0, "link_mbps"], 0, r"^hosts\[0\]\.link_mbps: must be positive"),
+        (["hosts", 0, "address6"], "10.0.0.1", r"^hosts\[0\]\.address6: expected an IPv6"),
+        (["agent", "discovery_interval"], 0.001, r"^agent\.discovery_interval: must be between"),
+        (["agent", "discovery_interval"], "nan", r"^agent\.discovery_interval: must be finite"),
         (["hosts", 0, "agent"], "nowhere", r"^hosts\[0\]\.agent: expected HOST:PORT"),
         (["queues", "count"], 1, r"^queues\.count: must be at least 2"),
         (["queues", "dscp"], [1, 2], r"^queues\.dscp: needs one code point per band"),
@@ -128,3 +131,12 @@ def test_fuzz_arbitrary_documents_never_crash(doc):
         parse_cluster_config(doc)
     except ConfigError:
         pass
+
+
+def test_host_of_maps_ipv4_and_ipv6_addresses_to_hosts():
+    data = yaml.safe_load(SAMPLE.read_text())
+    data["hosts"][1]["address6"] = "FD00:1:0::12"
+    cfg = parse_cluster_config(data)
+    assert cfg.host_of["10.0.1.12"] == "gpu02"
+    assert cfg.host_of["fd00:1::12"] == "gpu02", "normalized like the kernel prints it"
+    assert cfg.host_of["fd00:1::11"] == "gpu01"
