@@ -176,3 +176,15 @@ def test_merge_cache_rebuilds_only_when_templates_change():
     m3 = merge_reports({"h1": [b]}, ("h1", "h2"), cache=cache)
     assert m3.cojobs[0].jobs[0].flows[0].bytes == 7.0
     assert len(cache.entries) == 1
+
+
+def test_host_flows_of_jobs_known_by_their_processes_are_planned_by_id():
+    """An agent reports a job found from its processes as host flows (no ports); the
+    coordinator plans them under the same ``<cojob>/<job>/<host>:*`` ids the agent
+    applies to every connection of the job to that host."""
+    report = pb.HostReport(host="h1", jobs=[js(port=0), js(cojob="B", port=0, stages=(40, 80))])
+    jobs, errors, _ = parse_report(report, "h1", HOSTS)
+    assert errors == []
+    assert [list(j.job.flows) for j in jobs] == [["A/j/h2:*"], ["B/j/h2:*"]]
+    planned = plan_hosts(merge_reports({"h1": jobs}, ("h1", "h2", "h3")), "grouper", QueueConfig())
+    assert planned.plans["h1"] == {"A/j/h2:*": (1, 48), "B/j/h2:*": (2, 40)}
