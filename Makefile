@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+TORCH_VERSION ?= 2.13.0
 
 .PHONY: setup test lint demo clean protos
 
@@ -21,7 +22,10 @@ $(VENV)/.installed: pyproject.toml
 	bash scripts/setup-system.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	# PyTorch's CPU build (the tests/frameworks layer): pinned so pip takes the CPU wheel
+	# (this machine kind keeps it on disk) rather than the newest CUDA build, ~5 GB
+	$(BIN)/pip install -q 'torch==$(TORCH_VERSION)'
+	$(BIN)/pip install -q -e '.[test,torch,optuna]'
 	touch $@
 
 lint: setup

@@ -65,34 +65,60 @@ class Registry:
 
     # -- changes ---------------------------------------------------------------------
     def register(self, data: Any) -> list[Event]:
+        """A new job, another participant of a known job, or (for a job known by its
+        processes) a newer declaration of its load: arch, model size and host flows may
+        change, its stages may not."""
         entry = parse_registration(
             data, self.known_hosts, local_host=self.host, host_of=self.host_of
         )
-        if not entry.flows and not entry.pids:
+        old = self.jobs.get(entry.key)
+        known_by_pids = old is not None and bool(old.pids) and not old.finished
+        if not entry.flows and not entry.pids and not known_by_pids:
             raise ConfigError("flows", "give flows with ports, or the job's pids")
         for i, f in enumerate(entry.flows):
-            if f.host_flow and not entry.pids:
+            if f.host_flow and not entry.pids and not known_by_pids:
                 raise ConfigError(f"flows[{i}].dst_port", "required (or give src_port, or pids)")
         entry.pids = self._check_pids(entry)
-        old = self.jobs.get(entry.key)
-        if old is not None:
-            if old.spec() != entry.spec():
-                raise ConfigError(
-                    "job_id",
-                    f"job {entry.cojob_id}/{entry.job_id} is already "
-                    "registered with a different spec",
-                )
-            added = [p for p in entry.pids if p not in old.pids]
-            if added and not old.finished:  # another participant of the job (a second rank)
-                old.pids += added
-                self._save()
-            return []  # idempotent re-registration (e.g. a JSON-lines file read again)
-        self.jobs[entry.key] = entry
+        if old is None:
+            self.jobs[entry.key] = entry
+            self._save()
+            return [
+                Event("REGISTERED", entry.cojob_id, entry.job_id, 0),
+                Event("STAGE_STARTED", entry.cojob_id, entry.job_id, 1),
+            ]
+        if known_by_pids and old.spec() != entry.spec():
+            return self._redeclare(old, entry)
+        if old.spec() != entry.spec():
+            raise ConfigError(
+                "job_id",
+                f"job {entry.cojob_id}/{entry.job_id} is already registered with a different spec",
+            )
+        self._join(old, entry)
+        return []  # idempotent re-registration (e.g. a JSON-lines file read again)
+
+    def _join(self, old: JobEntry, entry: JobEntry) -> bool:
+        added = [p for p in entry.pids if p not in old.pids]
+        if added and not old.finished:  # another participant of the job (a second rank)
+            old.pids += added
+            self._save()
+        return bool(added)
+
+    def _redeclare(self, old: JobEntry, entry: JobEntry) -> list[Event]:
+        if entry.stage_iterations != old.stage_iterations:
+            raise ConfigError(
+                "stage_iterations",
+                f"job {old.cojob_id}/{old.job_id} runs {old.stage_iterations}; they cannot change",
+            )
+        if any(not f.host_flow for f in entry.flows):
+            raise ConfigError("flows", "a job known by its pids declares flows without ports")
+        declared = {f.dst_host: f for f in old.flows if f.host_flow}
+        declared.update({f.dst_host: f for f in entry.flows})
+        old.flows = [f for f in old.flows if not f.host_flow] + list(declared.values())
+        if entry.model_bytes > 0:
+            old.arch, old.model_bytes = entry.arch, entry.model_bytes
+        self._join(old, entry)
         self._save()
-        return [
-            Event("REGISTERED", entry.cojob_id, entry.job_id, 0),
-            Event("STAGE_STARTED", entry.cojob_id, entry.job_id, 1),
-        ]
+        return [Event("FLOWS_CHANGED", old.cojob_id, old.job_id, 0)]
 
     def _check_pids(self, entry: JobEntry) -> list[tuple[int, int]]:
         """Live (pid, start time) of the registration's pids, or a refusal naming one."""

@@ -127,6 +127,28 @@ class Job:
             self._channel.close()
         self.active = False
 
+    def declare(
+        self,
+        flows: Sequence[tuple[str, float]] = (),
+        *,
+        arch: str | None = None,
+        model_bytes: float | None = None,
+    ) -> bool:
+        """Tell the agent the job's load once it is known (e.g. from the process group):
+        bytes per iteration to each destination host or address. The agent uses these
+        until it has measured the job itself. Returns whether the agent accepted."""
+        self.flows = list(flows)
+        if arch is not None:
+            self.arch = arch
+        if model_bytes is not None:
+            self.model_bytes = float(model_bytes)
+        if not self.active:
+            return False
+        msg = self._registration()
+        if self.managed:
+            del msg.pids[:]  # the launcher's pid already covers this process
+        return self._call("RegisterJob", msg)
+
     # -- training loop ---------------------------------------------------------------
     @property
     def total(self) -> int:
