@@ -65,6 +65,8 @@ class Coordinator:
         self.kick = asyncio.Event()
         self.rpc_timeout = rpc_timeout or max(0.5, min(cfg.failure.agent_timeout / 2, 5.0))
         self.last_stats: CycleStats | None = None
+        # jobs seen ending, while agents still report them: (cojob, job) -> (how, stages)
+        self.ended: dict[tuple[str, str], tuple[str, int]] = {}
 
     # -- config ----------------------------------------------------------------------
     def reload(self, cfg: ClusterConfig) -> None:
@@ -180,6 +182,7 @@ class Coordinator:
         await asyncio.gather(*(self._collect(link) for link in links))
         for link in links:
             link.age_out(self.cfg.failure.agent_timeout)
+        self._note_ended(links)
         t1 = time.perf_counter()
         reports = {link.host.name: link.jobs for link in links}
         model = merge_reports(reports, tuple(self.links), self.stage_started, self.merge_cache)
@@ -220,6 +223,32 @@ class Coordinator:
         self.last_stats = stats
         self.heap.after_cycle()
         return stats
+
+    def _note_ended(self, links: list[AgentLink]) -> None:
+        """Log each job once when it ends: completed, or killed after stage k (a pruned
+        trial). Forgotten when no agent reports it any more."""
+        reported = set()
+        for link in links:
+            for jr in link.jobs:
+                if not jr.finished:
+                    continue
+                key = jr.job.key
+                reported.add(key)
+                if key in self.ended:
+                    continue
+                stages, bound = 0, 0
+                for n in jr.job.stage_iterations:
+                    bound += n
+                    if jr.iterations_done >= bound:
+                        stages += 1
+                how = "completed" if stages == len(jr.job.stage_iterations) else "killed"
+                self.ended[key] = (how, stages)
+                self.metrics.jobs_ended.labels(how).inc()
+                log.info(
+                    "job %s/%s %s after stage %d of %d",
+                    key[0], key[1], how, stages, len(jr.job.stage_iterations),
+                )  # fmt: skip
+        self.ended = {k: v for k, v in self.ended.items() if k in reported}
 
     # -- events and the loop ---------------------------------------------------------
     async def _watch(self, link: AgentLink) -> None:

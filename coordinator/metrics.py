@@ -18,6 +18,12 @@ class CoordinatorMetrics:
             "grouper_coordinator_cycles_total", "Scheduling cycles run", ["trigger"], registry=r
         )
         self.stages = Gauge("grouper_coordinator_stages", "Unfinished stages scheduled", registry=r)
+        self.jobs_ended = Counter(
+            "grouper_coordinator_jobs_ended_total",
+            "Jobs seen ending: completed (every stage) or killed (pruned before its last)",
+            ["how"],
+            registry=r,
+        )
         self.plans_pushed = Counter(
             "grouper_coordinator_plans_pushed_total", "Plans pushed to agents", registry=r
         )
