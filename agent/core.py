@@ -83,6 +83,8 @@ class AgentCore:
         self.procs: dict[JobKey, set[Proc]] = {}
         self.connections: Connections = {}
         self.loads: dict[JobKey, LoadEstimate] = {}
+        # bytes the job's connections sent, and of those, in the planned band and DSCP
+        self.band_share: dict[JobKey, list[int]] = {}
         self._synced = -1  # registry generation self.procs reflects
 
     # -- registry --------------------------------------------------------------------
@@ -170,6 +172,8 @@ class AgentCore:
         for key in gone:
             del self.procs[key]
             self.loads.pop(key, None)
+        for key in [k for k in self.band_share if k not in self.registry.jobs]:
+            del self.band_share[key]  # reaped: its tally goes with it
             if self.tracker is not None:
                 self.tracker.drop_job(key)
         for key, job in live.items():
@@ -210,8 +214,14 @@ class AgentCore:
 
     def _measure(self) -> None:
         assert self.tracker is not None
-        for (job, dst), nbytes in self.tracker.take_sent().items():
+        for (job, dst, key), nbytes in self.tracker.take_sent().items():
             self.loads.setdefault(job, LoadEstimate()).add(dst, nbytes)
+            # was the connection in its planned band and DSCP? (read once a second)
+            planned = self.entries.get(f"{job[0]}/{job[1]}/{dst}:*")
+            tally = self.band_share.setdefault(job, [0, 0])
+            tally[0] += nbytes
+            if planned is not None and self.rules.get(key) == planned:
+                tally[1] += nbytes
         for key, est in self.loads.items():
             entry = self.registry.jobs.get(key)
             if entry is not None and est.update(entry.iterations_done):

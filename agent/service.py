@@ -120,6 +120,8 @@ async def host_report(core: AgentCore) -> pb.HostReport:
             iterations_done=j.iterations_done,
             stages_finished=j.stages_finished,
             finished=j.finished,
+            bytes_sent=core.band_share.get(j.key, (0, 0))[0],
+            bytes_in_planned_band=core.band_share.get(j.key, (0, 0))[1],
         )
         for j in core.registry.jobs.values()
     ]

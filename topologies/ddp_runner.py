@@ -31,6 +31,7 @@ class Rank:
 class TrialRun:
     ranks: list[subprocess.Popen]
     stage_done: list[float] = field(default_factory=list)  # unix time each stage ended
+    stage_go: list[float] = field(default_factory=list)  # unix time each stage was started
     losses: list[float] = field(default_factory=list)
 
 
@@ -75,6 +76,14 @@ class DdpRunner:
         self.trials[trial.number] = TrialRun(procs)
         self.started = self.started or time.time()
 
+    def ready(self) -> None:
+        """Wait until every rank of every started trial has its process group up."""
+        for run in self.trials.values():
+            for p in run.ranks:
+                msg = json.loads(_line(p))
+                if "ready" not in msg:
+                    raise RuntimeError(f"a rank said {msg} before it was ready")
+
     def _say(self, number: int, word: str) -> None:
         for p in self.trials[number].ranks:
             if p.poll() is None and p.stdin:
@@ -83,6 +92,7 @@ class DdpRunner:
 
     def run_stage(self, trials: list[Any], k: int) -> dict[int, float]:
         for t in trials:
+            self.trials[t.number].stage_go.append(time.time())
             self._say(t.number, "go")
         out = {}
         for t in trials:

@@ -5,7 +5,8 @@ Run under ``grouper run`` by :mod:`topologies.ddp_runner`::
     python -m topologies.ddp_trial --master ADDR --port P --rank R --world W \\
         --width H --stages 4,8 --seed S --lr LR
 
-Before each stage the rank reads one line on stdin: ``go`` trains the stage, anything
+Once the process group is up it prints ``{"ready": rank}``. Before each stage the rank
+reads one line on stdin: ``go`` trains the stage, anything
 else (``stop``: the trial was pruned at this rung) ends the process. After a stage it
 prints ``{"stage": k, "loss": x, "t": unix time}``; the loss is averaged over the ranks,
 so every rank prints the same value. The model is an MLP whose hidden width sets the
@@ -49,6 +50,7 @@ def main() -> None:
     )
     model = torch.nn.parallel.DistributedDataParallel(net)
     job = attach(model)  # counts iterations, declares gradient bytes and the ring
+    print(json.dumps({"ready": a.rank, "t": time.time()}), flush=True)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr)
     gen = torch.Generator().manual_seed(1000 * a.seed + a.rank)
     target = torch.randn(64, 10, generator=torch.Generator().manual_seed(7))

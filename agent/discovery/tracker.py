@@ -59,7 +59,7 @@ class Tracker:
     socket_inodes: Callable[[int], set[int]] = P.socket_inodes
     conns: dict[bytes, Conn] = field(default_factory=dict)
     foreign: dict[bytes, None] = field(default_factory=dict)
-    sent: dict[tuple[JobKey, str], int] = field(default_factory=dict)  # since take_sent
+    sent: dict[tuple[JobKey, str, tuple], int] = field(default_factory=dict)  # since take_sent
     scans: int = 0  # process scans done (each costs a /proc walk)
     last_new: dict[JobKey, int] = field(default_factory=dict)  # scan that last found one
 
@@ -82,7 +82,7 @@ class Tracker:
             for cookie, conn in self.conns.items():
                 acked = alive[cookie]
                 if acked > conn.acked:
-                    k = (conn.job, conn.dst_host)
+                    k = (conn.job, conn.dst_host, conn.key)
                     self.sent[k] = self.sent.get(k, 0) + acked - conn.acked
                     conn.acked = acked
         ours = []
@@ -101,7 +101,7 @@ class Tracker:
                 dst = self.host_of[dst_address(s)]
                 self.conns[s.cookie] = Conn(job, dst, conn_key(s), max(s.bytes_acked, 0))
                 if s.bytes_acked > 0:
-                    k = (job, dst)
+                    k = (job, dst, conn_key(s))
                     self.sent[k] = self.sent.get(k, 0) + s.bytes_acked
                 changed.add(job)
                 self.last_new[job] = self.scans
@@ -138,8 +138,8 @@ class Tracker:
     def destinations(self, job: JobKey) -> set[str]:
         return {c.dst_host for c in self.conns.values() if c.job == job}
 
-    def take_sent(self) -> dict[tuple[JobKey, str], int]:
-        """Bytes acked per (job, destination) since the last call."""
+    def take_sent(self) -> dict[tuple[JobKey, str, tuple], int]:
+        """Bytes acked per (job, destination host, connection key) since the last call."""
         out, self.sent = self.sent, {}
         return out
 

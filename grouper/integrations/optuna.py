@@ -24,7 +24,7 @@ Trials run wherever its ``runner`` puts them (separate processes, hosts, DDP job
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import optuna
@@ -93,11 +93,19 @@ class SyncHalving:
         self.study, self.n_trials, self.stages = study, n_trials, list(stages)
         self.pruned: dict[int, int] = {}  # trial number -> stage (1-based) it was cut after
 
-    def run(self, runner: Runner) -> list[optuna.Trial]:
-        """Run the search; returns the trials that completed every stage."""
+    def run(
+        self, runner: Runner, on_started: Callable[[], None] | None = None
+    ) -> list[optuna.Trial]:
+        """Run the search; returns the trials that completed every stage. A runner with
+        a ``ready()`` method is waited for after every trial started; ``on_started``
+        runs then, before the first stage (an experiment aligns searches there)."""
         alive = [self.study.ask() for _ in range(self.n_trials)]
         for t in alive:
             runner.start(t, self.stages)
+        if hasattr(runner, "ready"):
+            runner.ready()
+        if on_started is not None:
+            on_started()
         step = 0
         for k, length in enumerate(self.stages):
             values = runner.run_stage(alive, k)

@@ -107,11 +107,15 @@ def test_bytes_acked_are_counted_per_job_and_host_from_zero_for_new_connections(
     jobs = {J1: {P.Proc(101, 5)}}
     diag.table = [sock(1, 1, acked=1000), sock(2, 2, "10.0.0.3", acked=50)]
     t.refresh(jobs, info=True)
-    assert t.take_sent() == {(J1, "b"): 1000, (J1, "c"): 50}
+    kb, kc = (
+        ("conn", "10.0.0.1", "10.0.0.2", 40000, 5000),
+        ("conn", "10.0.0.1", "10.0.0.3", 40000, 5000),
+    )
+    assert t.take_sent() == {(J1, "b", kb): 1000, (J1, "c", kc): 50}
     diag.table = [sock(1, 1, acked=4000), sock(2, 2, "10.0.0.3", acked=50)]
     t.refresh(jobs)  # no tcp_info: nothing counted
     t.refresh(jobs, info=True)
-    assert t.take_sent() == {(J1, "b"): 3000}
+    assert t.take_sent() == {(J1, "b", kb): 3000}
 
 
 def test_load_estimate_moving_average_carry_over_and_decay():
