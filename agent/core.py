@@ -216,12 +216,13 @@ class AgentCore:
         assert self.tracker is not None
         for (job, dst, key), nbytes in self.tracker.take_sent().items():
             self.loads.setdefault(job, LoadEstimate()).add(dst, nbytes)
-            # was the connection in its planned band and DSCP? (read once a second)
+            # once the plan covers (job, host): was the connection in its planned band
+            # and DSCP? (read once a second, so a second's bytes share one verdict)
             planned = self.entries.get(f"{job[0]}/{job[1]}/{dst}:*")
-            tally = self.band_share.setdefault(job, [0, 0])
-            tally[0] += nbytes
-            if planned is not None and self.rules.get(key) == planned:
-                tally[1] += nbytes
+            if planned is not None:
+                tally = self.band_share.setdefault(job, [0, 0])
+                tally[0] += nbytes
+                tally[1] += nbytes if self.rules.get(key) == planned else 0
         for key, est in self.loads.items():
             entry = self.registry.jobs.get(key)
             if entry is not None and est.update(entry.iterations_done):

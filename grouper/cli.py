@@ -164,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     em.add_argument("--period", type=float, default=0.5, help="scheduling period (s)")
     em.add_argument("--seed", type=int, default=1)
+    em.add_argument("--runs", type=int, default=1, help="runs per policy (torch experiments)")
     em.add_argument(
         "--min-share",
         dest="min_share",

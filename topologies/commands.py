@@ -52,6 +52,10 @@ def emulate(args: object) -> int:
         raise ConfigError("emulate", "needs root (Mininet, namespaces, qdiscs)")
     if not shutil.which("mnexec"):
         raise ConfigError("emulate", "Mininet is not installed (apt-get install mininet)")
+    if args.experiment.startswith("builtin:torch-"):
+        from topologies.torch_commands import emulate_torch
+
+        return emulate_torch(args)
     policies = [p for p in args.policies.split(",") if p]
     wl = load_experiment(args.experiment)
     queues = QueueConfig(min_share=args.min_share)

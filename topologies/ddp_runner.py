@@ -69,7 +69,11 @@ class DdpRunner:
             ]  # fmt: skip
             procs.append(
                 self.spawn(
-                    rank.host, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                    rank.host,
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
                     env_extra={"GLOO_SOCKET_IFNAME": rank.nic, "GROUPER_ADDRESS": rank.address},
                 )  # fmt: skip
             )

@@ -8,8 +8,10 @@
         loss_fn(model(batch)).backward(); opt.step()
 
 ``attach`` registers a DDP communication hook that does DDP's own all-reduce and counts
-one iteration when the last gradient bucket of a backward pass is reduced, so the user's
-loop stays as it is. Before the first iteration it declares the job's load: the
+one iteration when the last gradient bucket of a backward pass has been reduced (its
+future completed: counting at its start would end a stage while its last bytes are
+still in flight, and they would then wait behind the next stage's priorities), so the
+user's loop stays as it is. Before the first iteration it declares the job's load: the
 gradient bytes (parameters that require grad) and the ring of the process group (each
 rank's address, gathered over the group); with W ranks, ring all-reduce sends
 2 (W-1) / W x gradient bytes per iteration from each rank to its successor. The agent
@@ -89,9 +91,16 @@ def _counting_allreduce(state: _HookState, bucket: Any) -> torch.futures.Future:
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     fut = allreduce_hook(state.group, bucket)
-    if bucket.is_last():
-        state.job.step()
-    return fut
+    if not bucket.is_last():
+        return fut
+
+    def counted(done: torch.futures.Future) -> torch.Tensor:
+        state.job.step()  # the iteration's last gradients crossed the network
+        return done.value()
+
+    # counted when the all-reduce completes, not when it starts: a stage ends when its
+    # bytes have moved, and the scheduler moves the job on to its next stage only then
+    return fut.then(counted)
 
 
 # DDP checks the hook's annotations as objects (this module's are strings)

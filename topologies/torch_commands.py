@@ -1,0 +1,93 @@
+"""``grouper emulate`` for the real-framework experiments (``builtin:torch-*``)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from grouper.errors import ConfigError
+from grouper.output import table, write_json
+from pda.priorities import QueueConfig
+from simulator.run import run_policies
+from topologies.commands import spec_of
+from topologies.torch_experiment import (
+    check_known,
+    load_torch_experiment,
+    run_policy,
+    simulator_workload,
+)
+from workloads import load_workload
+
+POLICIES = ("fs", "grouper", "baraat", "sincronia", "sptf")
+
+
+def emulate_torch(args: Any) -> int:
+    check_known(args.experiment)
+    policies = [p for p in args.policies.split(",") if p]
+    for p in policies:
+        if p not in POLICIES:
+            raise ConfigError(
+                "--policies", f"unknown policy {p[:20]!r} (known: {', '.join(POLICIES)})"
+            )
+    if not 1 <= args.runs <= 20:
+        raise ConfigError("--runs", f"must be between 1 and 20, got {args.runs}")
+    exp = load_torch_experiment(args.experiment)
+    queues = QueueConfig(min_share=args.min_share)
+    wl_topology = load_workload("builtin:small")  # the same fabric spec
+    spec = spec_of(wl_topology, queues)
+    out = Path(args.out or f"results/emulate/{exp.name}")
+    runs: dict[str, list[dict]] = {p: [] for p in policies}
+    for i in range(args.runs):
+        for p in policies:
+            runs[p].append(run_policy(exp, spec, p, args.period, out / f"{p}-{i + 1}"))
+    results = {p: _summary(exp, runs[p], p, args.period, queues) for p in policies}
+    write_json({"experiment": exp.name, "period": args.period, "runs": args.runs,
+                "results": results}, args.json)  # fmt: skip
+    if args.json != "-":
+        base = results.get("fs", {}).get("avg_sct")
+        rows = [
+            [
+                p,
+                f"{r['avg_sct']:.2f} [{r['avg_sct_min']:.2f}-{r['avg_sct_max']:.2f}]",
+                f"{r['avg_sct'] / base:.3f}" if base else "-",
+                f"{r['predicted_avg_sct']:.2f}",
+                f"{r['prediction_error']:+.1%}",
+                f"{r['avg_jct']:.2f}",
+                "-" if r["min_band_share"] is None else f"{r['min_band_share']:.1%}",
+            ]
+            for p, r in results.items()
+        ]
+        head = ["policy", "avg SCT (s) [range]", "/ fs", "simulated", "sim error", "avg JCT (s)",
+                "min band share"]  # fmt: skip
+        print(table(rows, head))
+        print(f"files in {out}/")
+    return 0
+
+
+def _summary(exp: Any, runs: list[dict], policy: str, period: float, queues: QueueConfig) -> dict:
+    scts = [statistics.mean(s["sct"] for s in r["stages"]) for r in runs]
+    jcts = [statistics.mean(j["jct"] for j in r["jobs"]) for r in runs]
+    path = simulator_workload(exp, runs[0])
+    try:
+        sim = run_policies(load_workload(str(path)), [policy], period=period, queues=queues,
+                           progress=False)  # fmt: skip
+    finally:
+        path.unlink()
+    pred = sim[policy].summary["avg_sct"]
+    shares = {k: v for r in runs for k, v in r["band_share"].items()}
+    per_job = [v for v in shares.values() if v is not None]
+    avg = statistics.mean(scts)
+    return {
+        "avg_sct": avg,
+        "avg_sct_min": min(scts),
+        "avg_sct_max": max(scts),
+        "avg_sct_runs": scts,
+        "avg_jct": statistics.mean(jcts),
+        "predicted_avg_sct": pred,
+        "prediction_error": (pred - avg) / avg,
+        "band_share": {k: shares[k] for k in sorted(shares)} if policy != "fs" else {},
+        "min_band_share": min(per_job) if per_job and policy != "fs" else None,
+        "stage_times": [r["stages"] for r in runs],
+        "pruned": [{f"{c}/{j}": n for (c, j), n in r["ran"].items()} for r in runs],
+    }
