@@ -74,3 +74,32 @@ def test_sync_halving_prunes_the_worse_half_at_each_rung():
     assert states[order[0]] == optuna.trial.TrialState.COMPLETE
     assert {states[n] for n in order[1:]} == {optuna.trial.TrialState.PRUNED}
     assert ("stage", 1, tuple(sorted(order[:2]))) in rec.events
+
+
+def test_with_optunas_own_pruner_a_pruned_trial_ends_at_a_stage_boundary(monkeypatch):
+    monkeypatch.setattr(client, "_warned_absent", True)  # no agent: jobs count, report nothing
+    pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=2)
+    study = optuna.create_study(
+        study_name="own-pruner", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=5)
+    )
+    ended: dict[int, int] = {}
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0, 1)
+        with go.trial_job(trial, 16, socket="/nonexistent") as job:
+            try:
+                for step in range(1, 17):
+                    job.step()
+                    trial.report(x * step, step)
+                    if trial.should_prune():
+                        raise optuna.TrialPruned()
+            finally:
+                ended[trial.number] = job.iterations_done
+        return x
+
+    study.optimize(objective, n_trials=8)
+    boundaries = {2, 4, 8, 16}  # cumulative ends of stages [2, 2, 4, 8]
+    assert go.pruner_stages(pruner, 16) == [2, 2, 4, 8]
+    pruned = [t.number for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned, "the pruner pruned some trials"
+    assert all(ended[n] in boundaries - {16} for n in pruned), ended
