@@ -197,3 +197,72 @@ def test_job_started_with_grouper_run(pair, agent_env, receiver, capture):
     assert state.finished, "the launcher reports the job finished when the command exits"
     assert state.iterations_done > 0, "the client under grouper run reported progress"
     assert not conn_elements(pair.a), "a finished job's connections leave the kernel"
+
+
+def test_an_ipv6_connection_of_the_job_is_classified(pair, tmp_path):
+    """Hosts with an ``address6``: the job's IPv6 connection gets its element in the
+    ``conn6`` map and its packets the planned traffic class on the wire."""
+    import yaml
+
+    from tests.netns import AgentProc, cluster_yaml
+
+    a6, b6 = "fd00:77::1", "fd00:77::2"
+    for ns, nic, addr in ((pair.a, pair.nic_a, a6), (pair.b, pair.nic_b, b6)):
+        sh("ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", nic, "nodad")
+    cfg = cluster_yaml(
+        tmp_path / "cluster.yaml",
+        [("a", pair.addr_a, pair.nic_a, 30.0), ("b", pair.addr_b, pair.nic_b, 30.0)],
+    )
+    data = yaml.safe_load(cfg.read_text())
+    data["hosts"][0]["address6"], data["hosts"][1]["address6"] = a6, b6
+    cfg.write_text(yaml.safe_dump(data))
+    agent = AgentProc(pair, pair.a, "a", cfg, tmp_path).start()
+    try:
+        sink = pair.popen(
+            pair.b, sys.executable, "-c",
+            "import socket\ns = socket.socket(socket.AF_INET6)\ns.bind(('::', 0))\ns.listen(4)\n"
+            "print(s.getsockname()[1], flush=True)\nc, _ = s.accept()\n"
+            "while c.recv(65536): pass\n",
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        port = int(sink.stdout.readline())
+        pcap = tmp_path / "rx6.pcap"
+        dump = pair.popen(
+            pair.b, "tcpdump", "--immediate-mode", "-Z", "root", "-i", pair.nic_b, "-U",
+            "-w", str(pcap), "ip6 and tcp", stderr=subprocess.PIPE,
+        )  # fmt: skip
+        time.sleep(1.0)
+        job = pair.popen(
+            pair.a, sys.executable, "-c",
+            "import socket, sys, time\n"
+            "s = socket.create_connection((sys.argv[1], int(sys.argv[2])))\n"
+            "print(s.getsockname()[1], flush=True)\nend = time.monotonic() + 2\n"
+            "while time.monotonic() < end:\n    s.send(b'x' * 1024); time.sleep(0.001)\n",
+            b6, str(port), stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert register_pids(agent, [job.pid]).ok
+        assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
+        sport = int(job.stdout.readline())
+        deadline, found = time.monotonic() + RECLASSIFY_BOUND, False
+        while time.monotonic() < deadline and not found:
+            for o in nft_json(pair.a):
+                m = o.get("map")
+                if m and m["name"] == "band_conn6":
+                    found = any(int(k["concat"][2]) == sport for k, _ in m.get("elem", []))
+            time.sleep(0.02)
+        assert found, "no conn6 element for the job's IPv6 connection"
+        job.wait(timeout=10)
+        time.sleep(0.3)
+        dump.send_signal(signal.SIGINT)
+        dump.wait(timeout=10)
+        from scapy.all import IPv6
+
+        by_tc: dict[int, int] = {}
+        for p in rdpcap(str(pcap)):
+            if IPv6 in p and TCP in p and p[TCP].sport == sport and len(p[TCP].payload):
+                d = p[IPv6].tc >> 2
+                by_tc[d] = by_tc.get(d, 0) + len(p[TCP].payload)
+        assert set(by_tc) <= {TABLE[BAND], 0}, by_tc
+        assert by_tc.get(TABLE[BAND], 0) >= 0.8 * sum(by_tc.values()), by_tc
+    finally:
+        agent.stop()
