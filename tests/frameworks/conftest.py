@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-import pytest
+from tests.layers import skip_layer
 
 
 def pytest_collection_modifyitems(config, items):
@@ -16,10 +16,4 @@ def pytest_collection_modifyitems(config, items):
         reason = "framework tests need root (network namespaces, qdiscs, nftables)"
     elif missing:
         reason = f"framework tests need {', '.join(missing)} (make setup installs them)"
-    if reason is None:
-        return
-    if os.environ.get("GROUPER_REQUIRE_ROOT_TESTS"):
-        raise pytest.UsageError(f"{reason}, and GROUPER_REQUIRE_ROOT_TESTS is set")
-    for item in items:
-        if "tests/frameworks" in str(item.fspath):
-            item.add_marker(pytest.mark.skip(reason=reason))
+    skip_layer(items, "frameworks", reason)

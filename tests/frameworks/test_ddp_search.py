@@ -14,24 +14,14 @@ import subprocess
 import time
 
 import optuna
-import pytest
 import yaml
 
 from grouper.integrations.optuna import SyncHalving
 from tests.kernel.test_agent import collect
-from tests.netns import GROUPER, ROOT, AgentProc, NetPair, nft_json
+from tests.netns import GROUPER, ROOT, AgentProc, nft_json
 from topologies.ddp_runner import DdpRunner, Rank
 
 STAGES = [30, 30]
-
-
-@pytest.fixture
-def pair():
-    p = NetPair()
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def conn_band_elements(ns: str) -> list:
