@@ -172,10 +172,10 @@ class AgentCore:
         for key in gone:
             del self.procs[key]
             self.loads.pop(key, None)
-        for key in [k for k in self.band_share if k not in self.registry.jobs]:
-            del self.band_share[key]  # reaped: its tally goes with it
             if self.tracker is not None:
                 self.tracker.drop_job(key)
+        for key in [k for k in self.band_share if k not in self.registry.jobs]:
+            del self.band_share[key]  # reaped: its tally goes with it
         for key, job in live.items():
             self.procs.setdefault(key, set()).update(Proc(*p) for p in job.pids)
         return bool(gone)
@@ -187,7 +187,8 @@ class AgentCore:
         if self.tracker is None:
             return
         dropped = self._sync_procs()
-        changed = self.tracker.refresh(self.procs, info=measure) if self.procs else set()
+        busy = self.procs or self.tracker.conns  # nothing to find and nothing to lose: skip
+        changed = self.tracker.refresh(self.procs, info=measure) if busy else set()
         if changed or dropped:
             before = {k for k in self.connections}
             self.connections = self.tracker.connections()

@@ -294,3 +294,61 @@ def test_netlink_parser_agrees_with_pyroute2_on_loopback_sockets():
     for p in pairs:
         p.close()
     srv.close()
+
+
+class RecordingKernel:
+    backend = "htb"
+
+    def __init__(self) -> None:
+        self.rules: dict = {}
+
+    async def apply(self, rules):
+        self.rules = dict(rules)
+        return len(rules)
+
+    async def counters(self):
+        return {}
+
+
+def test_core_classifies_a_jobs_connections_and_drops_them_when_it_ends(sleeper):
+    """AgentCore end to end with a scripted socket table: a plan entry covers every
+    connection of the job to that host at once, new connections join without a new
+    plan, and a finished job's rules leave the kernel even while its sockets linger."""
+    import asyncio
+
+    from agent.core import AgentCore
+
+    q = QueueConfig()
+    proc = sleeper()
+    me = P.identify(proc.pid)
+    diag = FakeDiag()
+    t = Tracker(
+        "a",
+        HOSTS,
+        diag,
+        descendants=lambda roots: {j: set(ps) for j, ps in roots.items()},
+        socket_inodes=lambda pid: {1, 2} if pid == me.pid else set(),
+    )
+    reg = Registry(known_hosts=set(HOSTS.values()), host="a", host_of=HOSTS)
+    kernel = RecordingKernel()
+    addresses = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
+    core = AgentCore("a", reg, kernel, q, addresses, plan_ttl=60, tracker=t)
+
+    async def scenario():
+        reg_pids(reg, "j1", [proc.pid])
+        plan = {"version": 1, "host": "a", "flows": [
+            {"flow_id": "c1/j1/b:*", "band": 2, "dscp": q.dscp_table[2]}]}  # fmt: skip
+        ok, err, _ = await core.apply_plan(plan)
+        assert ok, err
+        diag.table = [sock(1, 1)]
+        await core.discover()
+        assert set(kernel.rules) == {("conn", "10.0.0.1", "10.0.0.2", 40000, 5000)}
+        diag.table.append(sock(2, 2, sport=40001))  # a reconnect: no new plan needed
+        await core.discover()
+        assert len(kernel.rules) == 2
+        assert {r.band for r in kernel.rules.values()} == {2}
+        reg.job_finished({"cojob_id": "c1", "job_id": "j1"})
+        await core.discover()  # its sockets are still in the table (closing)
+        assert kernel.rules == {}, "a finished job keeps no rule"
+
+    asyncio.run(scenario())
