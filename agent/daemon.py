@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from agent.authz import coordinator_only
 from agent.core import AgentCore
 from agent.discovery.sockdiag import SockDiag
 from agent.discovery.tracker import Tracker
@@ -106,7 +107,8 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
             cfg.queues.queues,
             opts.link_mbps,
         )
-        pbg.add_AgentServicer_to_server(AgentServicer(core), public)
+        authorize = None if cfg.tls is None else coordinator_only(cfg.tls.coordinator_name)
+        pbg.add_AgentServicer_to_server(AgentServicer(core, authorize), public)
         health_pb2_grpc.add_HealthServicer_to_server(health_svc, public)
         if cfg.tls is None:
             public.add_insecure_port(opts.listen)

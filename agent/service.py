@@ -140,22 +140,25 @@ async def host_report(core: AgentCore) -> pb.HostReport:
 
 
 class AgentServicer(pbg.AgentServicer):
+    """The coordinator's API. With ``authorize`` (mutual TLS), plans and event streams
+    are taken from the coordinator's identity only; reports (``Collect``) from any
+    member of the cluster."""
+
     def __init__(self, core: AgentCore, authorize: Any = None) -> None:
         self.core = core
-        self.authorize = authorize  # optional callable(context) -> error string
+        self.authorize = authorize  # optional callable(context, method) -> error string
 
-    async def _check(self, context: grpc.aio.ServicerContext) -> None:
+    async def _check(self, context: grpc.aio.ServicerContext, method: str) -> None:
         if self.authorize is not None:
-            err = self.authorize(context)
+            err = self.authorize(context, method)
             if err:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, err)
 
     async def Collect(self, request: pb.CollectRequest, context: Any) -> pb.HostReport:
-        await self._check(context)
         return await host_report(self.core)
 
     async def ApplyPlan(self, request: pb.Plan, context: Any) -> pb.ApplyResult:
-        await self._check(context)
+        await self._check(context, "ApplyPlan")
         return await self._apply(request)
 
     async def _apply(self, request: pb.Plan) -> pb.ApplyResult:
@@ -165,12 +168,12 @@ class AgentServicer(pbg.AgentServicer):
     async def Session(
         self, requests: AsyncIterator[pb.SessionRequest], context: Any
     ) -> AsyncIterator[pb.SessionReply]:
-        await self._check(context)
         async for req in requests:
             kind = req.WhichOneof("request")
             if kind == "collect":
                 yield pb.SessionReply(report=await host_report(self.core))
             elif kind == "plan":
+                await self._check(context, "Session plan")
                 yield pb.SessionReply(result=await self._apply(req.plan))
             else:  # an empty or newer request: answer so the caller's order holds
                 yield pb.SessionReply(
@@ -182,7 +185,7 @@ class AgentServicer(pbg.AgentServicer):
     async def WatchEvents(
         self, request: pb.WatchRequest, context: Any
     ) -> AsyncIterator[pb.StageEvent]:
-        await self._check(context)
+        await self._check(context, "WatchEvents")
         q = self.core.hub.subscribe()
         try:
             while True:

@@ -52,6 +52,7 @@ class TlsConfig:
     ca: str
     cert: str
     key: str
+    coordinator_name: str = "coordinator"  # the only identity agents take plans from
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,11 @@ def parse_cluster_config(data: Any) -> ClusterConfig:
     )
     tls = None
     if "tls" in top and top["tls"] is not None:
-        t = v.mapping(top["tls"], "tls", ("ca", "cert", "key"))
-        tls = TlsConfig(*(v.string(v.get(t, k, "tls"), f"tls.{k}") for k in ("ca", "cert", "key")))
+        t = v.mapping(top["tls"], "tls", ("ca", "cert", "key", "coordinator_name"))
+        tls = TlsConfig(
+            *(v.string(v.get(t, k, "tls"), f"tls.{k}") for k in ("ca", "cert", "key")),
+            v.string(t.get("coordinator_name", "coordinator"), "tls.coordinator_name"),
+        )
     return ClusterConfig(name, hosts, queues, sched, failure, agent, listen, coord_metrics, tls)
 
 

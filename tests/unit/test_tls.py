@@ -146,3 +146,87 @@ def test_client_without_certificate_is_refused(pki):
             await server.stop(None)
 
     asyncio.run(run())
+
+
+class PlanCore(FakeCore):
+    def __init__(self, host):
+        from agent.core import EventHub
+
+        super().__init__(host)
+        self.hub = EventHub()
+
+    async def apply_plan(self, plan):
+        self.version = plan["version"]
+        return True, "", 0
+
+
+async def call_as(pki, identity: str) -> dict[str, str]:
+    """Each call of the Agent API made with ``identity``'s (validly signed) certificate
+    against an agent that takes plans from "coordinator" only: "ok" or the status."""
+    from agent.authz import coordinator_only
+    from grouper.v1 import agent_pb2 as pb
+
+    server = grpc.aio.server()
+    servicer = AgentServicer(PlanCore("h1"), coordinator_only("coordinator"))
+    pbg.add_AgentServicer_to_server(servicer, server)
+    port = server.add_secure_port(
+        "127.0.0.1:0",
+        grpc.ssl_server_credentials(
+            [((pki / "h1.key").read_bytes(), (pki / "h1.pem").read_bytes())],
+            root_certificates=(pki / "ca.pem").read_bytes(),
+            require_client_auth=True,
+        ),
+    )
+    await server.start()
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=(pki / "ca.pem").read_bytes(),
+        private_key=(pki / f"{identity}.key").read_bytes(),
+        certificate_chain=(pki / f"{identity}.pem").read_bytes(),
+    )
+    out = {}
+    try:
+        async with grpc.aio.secure_channel(
+            f"127.0.0.1:{port}", creds, options=[("grpc.ssl_target_name_override", "h1")]
+        ) as ch:
+            stub = pbg.AgentStub(ch)
+            calls = {
+                "Collect": lambda: stub.Collect(pb.CollectRequest(), timeout=3),
+                "ApplyPlan": lambda: stub.ApplyPlan(pb.Plan(version=1, host="h1"), timeout=3),
+            }
+            for name, call in calls.items():
+                try:
+                    await call()
+                    out[name] = "ok"
+                except grpc.aio.AioRpcError as exc:
+                    out[name] = f"{exc.code().name}: {exc.details()}"
+            session = stub.Session(timeout=3)
+            try:
+                await session.write(pb.SessionRequest(plan=pb.Plan(version=2, host="h1")))
+                await session.read()
+                out["Session plan"] = "ok"
+            except grpc.aio.AioRpcError as exc:
+                out["Session plan"] = f"{exc.code().name}: {exc.details()}"
+            watch = stub.WatchEvents(pb.WatchRequest(), timeout=1)
+            try:
+                async for _ in watch:
+                    break
+                out["WatchEvents"] = "ok"
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code().name
+                out["WatchEvents"] = (
+                    "ok" if code == "DEADLINE_EXCEEDED" else f"{code}: {exc.details()}"
+                )
+    finally:
+        await server.stop(None)
+    return out
+
+
+def test_only_the_coordinators_certificate_may_push_plans_or_watch(pki, caplog):
+    agent_cert = asyncio.run(call_as(pki, "h1"))  # a valid agent certificate of the CA
+    assert agent_cert["Collect"] == "ok", "reports stay readable by cluster members"
+    for call in ("ApplyPlan", "Session plan", "WatchEvents"):
+        assert agent_cert[call].startswith("PERMISSION_DENIED: "), agent_cert
+        assert "h1 is not the coordinator 'coordinator'" in agent_cert[call]
+    assert "refused ApplyPlan from h1" in caplog.text, "the refusal is logged with the caller"
+    coordinator = asyncio.run(call_as(pki, "coordinator"))
+    assert coordinator == {c: "ok" for c in ("Collect", "ApplyPlan", "Session plan", "WatchEvents")}
