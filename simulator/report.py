@@ -60,6 +60,13 @@ def plot_cdf(runs: dict[str, PolicyRun], path: Path, title: str) -> Path:
     return path
 
 
+def _ratio(value: float | None, base: float | None) -> float:
+    """``value`` over ``base`` (or as is without a base); NaN (no bar) when unknown."""
+    if value is None:
+        return float("nan")
+    return value / base if base else value
+
+
 def plot_normalized(results: dict[str, dict], path: Path, title: str) -> Path:
     """Average SCT, JCT and stage slowdown normalised to fs (grouper paper, Figs. 10-11)."""
     metrics = ["avg_sct", "avg_jct", "avg_slowdown"]
@@ -69,7 +76,7 @@ def plot_normalized(results: dict[str, dict], path: Path, title: str) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.8 / max(len(policies), 1)
     for i, p in enumerate(policies):
-        vals = [results[p][m] / base[m] if base and base[m] else results[p][m] for m in metrics]
+        vals = [_ratio(results[p].get(m), base.get(m) if base else None) for m in metrics]
         ax.bar(np.arange(len(metrics)) + i * width, vals, width, label=p)
     ax.set_xticks(np.arange(len(metrics)) + width * (len(policies) - 1) / 2)
     ax.set_xticklabels(["avg SCT", "avg JCT", "avg slowdown"])

@@ -106,7 +106,7 @@ def emulate(args: object) -> int:
         }
     png = report.plot_normalized(
         {
-            p: {k: results[p][k] for k in ("avg_sct", "avg_jct")} | {"avg_slowdown": 1.0}
+            p: {k: results[p][k] for k in ("avg_sct", "avg_jct", "avg_slowdown")}
             for p in policies
         },
         out / "normalized.png",
