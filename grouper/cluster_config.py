@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grouper import validate as v
 from grouper.errors import ConfigError
+from grouper.yamlfile import load_yaml_file
 from pda.admission import ContentionModel
 from pda.policies import POLICIES
 from pda.priorities import QueueConfig
@@ -106,14 +105,7 @@ class ClusterConfig:
 
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError("config", f"no such file: {path}")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError("config", f"not valid YAML: {exc}") from None
-    return parse_cluster_config(data)
+    return parse_cluster_config(load_yaml_file(path, "config"))
 
 
 TOP = (

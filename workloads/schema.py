@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from grouper import validate as v
 from grouper.errors import ConfigError
+from grouper.yamlfile import parse_yaml, read_text
 from pda.model import ARCHS, Cojob, FlowSpec, Job
 
 TOP_KEYS = ("name", "description", "hosts", "topology", "capacity", "time_unit", "cojobs")
@@ -67,15 +65,8 @@ def load_workload(spec: str, **params: float) -> Workload:
             raise ConfigError("workload", f"unknown builtin {name!r} (known: {', '.join(known)})")
         text = ref.read_text()
     else:
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError("workload", f"no such file: {spec}")
-        text = path.read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError("workload", f"not valid YAML: {exc}") from None
-    return parse_workload(data, default_name=spec)
+        text = read_text(spec, "workload")
+    return parse_workload(parse_yaml(text, "workload"), default_name=spec)
 
 
 def _hosts_from_topology(spec: str, path: str) -> tuple[str, ...]:

@@ -1,0 +1,60 @@
+"""Hostile YAML input: every case is one error line naming the problem, exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from grouper import yamlfile
+from grouper.errors import ConfigError
+
+SAMPLE = "cluster: a\nhosts:\n  - {name: h1, address: 10.0.0.1, nic: eth0}\n"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("cluster: a\ncluster: b\n", r"^config: line 2: duplicate key 'cluster'$"),
+        ("a: &x [1, 2]\nb: *x\n", r"^config: line 2: anchors and aliases are not supported$"),
+        ("a: !!python/object:os.system x\n", r"^config: line 1: not valid YAML: could not"),
+        ("a: [1, 2\n", r"^config: line 2: not valid YAML: "),
+        ("[" * 20000 + "]" * 20000, r"^config: line 1: nested deeper than 64 levels$"),
+    ],
+)
+def test_bad_yaml_is_one_clear_line(text, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        yamlfile.parse_yaml(text, "config")
+    assert "\n" not in str(err.value)
+
+
+def test_files_that_are_not_small_utf8_regular_files_are_refused(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="a directory"):
+        yamlfile.read_text(tmp_path, "config")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        yamlfile.read_text(fifo, "config")  # and does not block
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("cluster: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"^config: not UTF-8 text \(byte 12\)$"):
+        yamlfile.read_text(latin, "config")
+    big = tmp_path / "big.yaml"
+    big.write_text(SAMPLE)
+    monkeypatch.setattr(yamlfile, "MAX_BYTES", 16)
+    with pytest.raises(ConfigError, match="larger than"):
+        yamlfile.read_text(big, "config")
+
+
+@pytest.mark.parametrize("what", ["check-config", "order"])
+def test_the_cli_exits_2_with_one_line(tmp_path, what):
+    bad = tmp_path / "dup.yaml"
+    bad.write_text("cluster: a\ncluster: b\n" if what == "check-config" else "name: x\nname: y\n")
+    args = [str(bad)] if what == "check-config" else ["--workload", str(bad)]
+    r = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", what, *args], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "duplicate key" in r.stderr, r.stderr
