@@ -8,6 +8,7 @@ bad field (``hosts[3].nic: required``).
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,9 @@ class ClusterConfig:
 
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:
-    return parse_cluster_config(load_yaml_file(path, "config"))
+    cfg = parse_cluster_config(load_yaml_file(path, "config"))
+    check_tls_files(cfg.tls)
+    return cfg
 
 
 TOP = (
@@ -144,7 +147,41 @@ def parse_cluster_config(data: Any) -> ClusterConfig:
             *(v.string(v.get(t, k, "tls"), f"tls.{k}") for k in ("ca", "cert", "key")),
             v.string(t.get("coordinator_name", "coordinator"), "tls.coordinator_name"),
         )
+    _check_ports(agent, listen, coord_metrics)
     return ClusterConfig(name, hosts, queues, sched, failure, agent, listen, coord_metrics, tls)
+
+
+def _port(address: str) -> int:
+    _, _, port = address.rpartition(":")
+    return int(port) if port.isdigit() else 0
+
+
+def _check_ports(agent: AgentSettings, listen: str, metrics: str) -> None:
+    """Ports that one host may need at once (an agent, and the coordinator beside it)."""
+    used: dict[int, str] = {}
+    for path, port in (
+        ("agent.port", agent.port),
+        ("agent.metrics_port", agent.metrics_port),
+        ("coordinator.listen", _port(listen)),
+        ("metrics.coordinator", _port(metrics)),
+    ):
+        if not port:
+            continue  # off, or a Unix socket
+        if port in used:
+            raise ConfigError(path, f"port {port} is also {used[port]}")
+        used[port] = path
+
+
+def check_tls_files(tls: TlsConfig | None) -> None:
+    """The TLS files exist and can be read, and the private key is not world-readable."""
+    if tls is None:
+        return
+    for key in ("ca", "cert", "key"):
+        path = Path(getattr(tls, key))
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise ConfigError(f"tls.{key}", f"cannot read {str(path)[:80]}")
+    if Path(tls.key).stat().st_mode & 0o004:
+        raise ConfigError("tls.key", f"{tls.key[:80]} is readable by every user (chmod 600)")
 
 
 def _address(value: Any, path: str, *, zero_port_off: bool = False) -> str:

@@ -43,6 +43,8 @@ def mutate(path, value):
         (["hosts", 0, "link_mbps"], 0, r"^hosts\[0\]\.link_mbps: must be positive"),
         (["hosts", 0, "address6"], "10.0.0.1", r"^hosts\[0\]\.address6: expected an IPv6"),
         (["agent", "discovery_interval"], 0.001, r"^agent\.discovery_interval: must be between"),
+        (["agent", "metrics_port"], 7070, r"^agent\.metrics_port: port 7070 is also agent\.port$"),
+        (["coordinator", "listen"], "0.0.0.0:9101", r"^coordinator\.listen: port 9101 is also"),
         (["agent", "discovery_interval"], "nan", r"^agent\.discovery_interval: must be finite"),
         (["hosts", 0, "agent"], "nowhere", r"^hosts\[0\]\.agent: expected HOST:PORT"),
         (["queues", "count"], 1, r"^queues\.count: must be at least 2"),
@@ -140,3 +142,21 @@ def test_host_of_maps_ipv4_and_ipv6_addresses_to_hosts():
     assert cfg.host_of["10.0.1.12"] == "gpu02"
     assert cfg.host_of["fd00:1::12"] == "gpu02", "normalized like the kernel prints it"
     assert cfg.host_of["fd00:1::11"] == "gpu01"
+
+
+def test_tls_files_must_be_readable_and_the_key_private(tmp_path):
+    data = yaml.safe_load(SAMPLE.read_text())
+    for name in ("ca.pem", "host.pem", "host.key"):
+        (tmp_path / name).write_text("x")
+    data["tls"] = {k: str(tmp_path / f) for k, f in
+                   (("ca", "ca.pem"), ("cert", "host.pem"), ("key", "host.key"))}  # fmt: skip
+    path = tmp_path / "cluster.yaml"
+    (tmp_path / "host.key").chmod(0o600)
+    path.write_text(yaml.safe_dump(data))
+    assert load_cluster_config(path).tls is not None
+    (tmp_path / "host.key").chmod(0o644)
+    with pytest.raises(ConfigError, match=r"^tls\.key: .* is readable by every user"):
+        load_cluster_config(path)
+    (tmp_path / "ca.pem").unlink()
+    with pytest.raises(ConfigError, match=r"^tls\.ca: cannot read"):
+        load_cluster_config(path)
