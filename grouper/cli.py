@@ -43,6 +43,9 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     from grouper.cluster_config import load_cluster_config
 
     cfg = load_cluster_config(args.file)
+    warning = cfg.queues.unmarked_warning()
+    if warning:
+        print(f"grouper: warning: {warning}", file=sys.stderr)
     print(
         f"{args.file}: ok (cluster {cfg.cluster}, {len(cfg.hosts)} hosts, "
         f"{cfg.queues.queues} queues, policy {cfg.scheduling.policy})"

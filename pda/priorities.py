@@ -25,15 +25,29 @@ from grouper.errors import ConfigError
 from pda.admission import ContentionModel, adadual_admit
 
 
-def default_dscp_table(queues: int) -> tuple[int, ...]:
-    """Band ``b`` -> class selector ``CS(7 - b)``: band 0 (control) is CS7, band 7 is CS0.
-
-    Higher class selectors map to higher switch priority, as most switches do by default.
-    Traffic nobody marked (DSCP 0) therefore lands in band 7 at switches.
+def default_dscp_table(
+    queues: int, default_band: int | None = None, scavenger: int | None = None
+) -> tuple[int, ...]:
+    """Band ``b`` -> class selector ``CS(7 - b)``: band 0 (control) is CS7, higher class
+    selectors for higher priority, as most switches do by default. Two exceptions keep
+    other people's traffic safe: the lowest data band (``default_band``, where traffic
+    the plan does not know goes) carries DSCP 0, so unmarked traffic (SSH, storage, the
+    frameworks' own control plane) shares the lowest data queue at the switches and is
+    never starved behind scheduled stages; the scavenger band carries CS1 (8), the
+    conventional lower-effort class, which switches must queue below CS0.
     """
     if not 1 <= queues <= 8:
         raise ConfigError("queues", f"the default DSCP table covers 1 to 8 queues, got {queues}")
-    return tuple(8 * (7 - b) for b in range(queues))
+    table = [8 * (7 - b) for b in range(queues)]
+    if default_band is not None:
+        if 0 in table:  # keep code points distinct: whoever had 0 takes the default's
+            table[table.index(0)] = table[default_band]
+        table[default_band] = 0
+    if scavenger is not None and scavenger != default_band:
+        if 8 in table:
+            table[table.index(8)] = table[scavenger]
+        table[scavenger] = 8
+    return tuple(table)
 
 
 def tos_byte(dscp: int) -> int:
@@ -98,7 +112,20 @@ class QueueConfig:
 
     @property
     def dscp_table(self) -> tuple[int, ...]:
-        return self.dscp or default_dscp_table(self.queues)
+        return self.dscp or default_dscp_table(self.queues, self.default_band, self.scavenger_band)
+
+    def unmarked_warning(self) -> str:
+        """Why this table hurts traffic nobody marked, or "" (check-config prints it)."""
+        table = self.dscp_table
+        if 0 not in table:
+            return ""
+        band = table.index(0)
+        if band > self.default_band:
+            return (
+                f"queues.dscp: DSCP 0 (unmarked traffic: SSH, storage, other jobs) maps to "
+                f"band {band}, below every data band: it starves behind scheduled stages"
+            )
+        return ""
 
 
 @dataclass

@@ -35,9 +35,10 @@ import yaml
 
 from grouper.errors import ConfigError
 from grouper.output import write_json
+from pda.priorities import QueueConfig
 
 PORT = 5001
-DSCP_TABLE = [56, 48, 40, 32, 24, 16, 8, 0]
+DSCP_TABLE = list(QueueConfig().dscp_table)
 BAND = 1
 WINDOW = 10.0  # seconds of CPU measurement
 

@@ -15,9 +15,10 @@ from scapy.all import IP, TCP, rdpcap
 
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
+from pda.priorities import QueueConfig
 from tests.netns import AgentProc, cluster_yaml, nft_map, nft_tables, tc_json
 
-TABLE = [56, 48, 40, 32, 24, 16, 8, 0]
+TABLE = list(QueueConfig().dscp_table)  # what the test cluster config gets by default
 
 
 @pytest.fixture

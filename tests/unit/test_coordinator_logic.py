@@ -150,7 +150,7 @@ def test_plans_key_flows_by_id_and_rank_stages_per_sender():
     assert planned.plans["h1"] == {"A/j/h2:1": (1, 48), "B/j/h2:2": (2, 40)}
     assert planned.plans["h2"] == {}
     fs = plan_hosts(merge_reports(reports, ("h1", "h2")), "fs", QueueConfig())
-    assert set(fs.plans["h1"].values()) == {(6, 8)}
+    assert set(fs.plans["h1"].values()) == {(6, QueueConfig().dscp_table[6])}
 
 
 def test_report_cache_reuses_validation_but_reads_progress_anew():

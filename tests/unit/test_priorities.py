@@ -93,7 +93,12 @@ def test_dscp_encoding_in_the_tos_byte():
     assert tos_byte(48) == 0xC0  # CS6
     with pytest.raises(ConfigError):
         tos_byte(64)
-    assert default_dscp_table(8) == (56, 48, 40, 32, 24, 16, 8, 0)
+    assert default_dscp_table(8) == (56, 48, 40, 32, 24, 16, 8, 0)  # no bands named
+    assert default_dscp_table(8, 6, 7) == (56, 48, 40, 32, 24, 16, 0, 8)
+    assert QueueConfig().dscp_table == (56, 48, 40, 32, 24, 16, 0, 8)
+    assert QueueConfig().unmarked_warning() == ""
+    bad = QueueConfig(dscp=(56, 48, 40, 32, 24, 16, 8, 0))
+    assert bad.unmarked_warning().startswith("queues.dscp: DSCP 0 (unmarked traffic")
 
 
 @pytest.mark.parametrize(
