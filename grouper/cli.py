@@ -89,6 +89,12 @@ def _cmd_bench_discovery(args: argparse.Namespace) -> int:
     return bench_discovery(args.jobs, args.connections, args.samples, args.interval, args.json)
 
 
+def _cmd_bench_datapath(args: argparse.Namespace) -> int:
+    from agent.datapath_bench import bench_datapath
+
+    return bench_datapath(args.entries, args.streams, args.seconds, args.runs, args.json)
+
+
 def _cmd_emulate(args: argparse.Namespace) -> int:
     from topologies.commands import emulate
 
@@ -239,6 +245,17 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--samples", type=int, default=60, help="timed new connections")
     bd.add_argument("--interval", type=float, default=0.1, help="agent discovery interval (s)")
     bd.add_argument("--json", metavar="PATH")
+    bdp = add(
+        "datapath",
+        _cmd_bench_datapath,
+        "TCP throughput through a veth with no agent, an idle agent and 10,000 rules (root)",
+        bsub,
+    )
+    bdp.add_argument("--entries", type=int, default=10000)
+    bdp.add_argument("--streams", type=int, default=4)
+    bdp.add_argument("--seconds", type=float, default=5.0)
+    bdp.add_argument("--runs", type=int, default=3)
+    bdp.add_argument("--json", metavar="PATH")
     br = add(
         "ratio",
         _cmd_bench_ratio,

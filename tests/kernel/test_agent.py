@@ -406,3 +406,20 @@ def test_bench_agent_command_cleans_up():
         subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     )
     assert after <= before
+
+
+def test_bench_datapath_command_measures_every_state_and_cleans_up():
+    def netns() -> set[str]:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+    before = netns()
+    out = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", "bench", "datapath", "--entries", "200",
+         "--runs", "1", "--seconds", "1", "--json", "-"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    result = json.loads(out)
+    assert set(result["gbps"]) == {"none", "nft", "agent", "agent_10k"}
+    assert all(v > 0 for v in result["gbps"].values())
+    assert netns() <= before, "the bench removes its namespaces"
