@@ -321,14 +321,7 @@ def test_core_classifies_a_jobs_connections_and_drops_them_when_it_ends(sleeper)
     q = QueueConfig()
     proc = sleeper()
     me = P.identify(proc.pid)
-    diag = FakeDiag()
-    t = Tracker(
-        "a",
-        HOSTS,
-        diag,
-        descendants=lambda roots: {j: set(ps) for j, ps in roots.items()},
-        socket_inodes=lambda pid: {1, 2} if pid == me.pid else set(),
-    )
+    t, diag = tracker({me.pid: {1, 2}})
     reg = Registry(known_hosts=set(HOSTS.values()), host="a", host_of=HOSTS)
     kernel = RecordingKernel()
     addresses = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}

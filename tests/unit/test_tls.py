@@ -75,15 +75,7 @@ def pki(tmp_path_factory):
 
 
 async def scenario(pki, configured_name: str) -> bool:
-    server = grpc.aio.server()
-    pbg.add_AgentServicer_to_server(AgentServicer(FakeCore(configured_name)), server)
-    creds = grpc.ssl_server_credentials(
-        [((pki / "h1.key").read_bytes(), (pki / "h1.pem").read_bytes())],
-        root_certificates=(pki / "ca.pem").read_bytes(),
-        require_client_auth=True,
-    )
-    port = server.add_secure_port("127.0.0.1:0", creds)
-    await server.start()
+    server, port = await agent_server(pki, AgentServicer(FakeCore(configured_name)))
     cfg = parse_cluster_config(
         {
             "cluster": "tls",
@@ -120,19 +112,25 @@ def test_agent_whose_certificate_names_another_host_is_refused(pki):
     assert not asyncio.run(scenario(pki, "h2"))
 
 
+async def agent_server(pki, servicer) -> tuple:
+    """An agent API server holding h1's certificate that requires a client certificate."""
+    server = grpc.aio.server()
+    pbg.add_AgentServicer_to_server(servicer, server)
+    port = server.add_secure_port(
+        "127.0.0.1:0",
+        grpc.ssl_server_credentials(
+            [((pki / "h1.key").read_bytes(), (pki / "h1.pem").read_bytes())],
+            root_certificates=(pki / "ca.pem").read_bytes(),
+            require_client_auth=True,
+        ),
+    )
+    await server.start()
+    return server, port
+
+
 def test_client_without_certificate_is_refused(pki):
     async def run() -> None:
-        server = grpc.aio.server()
-        pbg.add_AgentServicer_to_server(AgentServicer(FakeCore("h1")), server)
-        port = server.add_secure_port(
-            "127.0.0.1:0",
-            grpc.ssl_server_credentials(
-                [((pki / "h1.key").read_bytes(), (pki / "h1.pem").read_bytes())],
-                root_certificates=(pki / "ca.pem").read_bytes(),
-                require_client_auth=True,
-            ),
-        )
-        await server.start()
+        server, port = await agent_server(pki, AgentServicer(FakeCore("h1")))
         try:
             creds = grpc.ssl_channel_credentials((pki / "ca.pem").read_bytes())
             async with grpc.aio.secure_channel(
@@ -166,18 +164,8 @@ async def call_as(pki, identity: str) -> dict[str, str]:
     from agent.authz import coordinator_only
     from grouper.v1 import agent_pb2 as pb
 
-    server = grpc.aio.server()
     servicer = AgentServicer(PlanCore("h1"), coordinator_only("coordinator"))
-    pbg.add_AgentServicer_to_server(servicer, server)
-    port = server.add_secure_port(
-        "127.0.0.1:0",
-        grpc.ssl_server_credentials(
-            [((pki / "h1.key").read_bytes(), (pki / "h1.pem").read_bytes())],
-            root_certificates=(pki / "ca.pem").read_bytes(),
-            require_client_auth=True,
-        ),
-    )
-    await server.start()
+    server, port = await agent_server(pki, servicer)
     creds = grpc.ssl_channel_credentials(
         root_certificates=(pki / "ca.pem").read_bytes(),
         private_key=(pki / f"{identity}.key").read_bytes(),
