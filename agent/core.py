@@ -82,6 +82,7 @@ class AgentCore:
         self.tracker = tracker
         self.procs: dict[JobKey, set[Proc]] = {}
         self.connections: Connections = {}
+        self.destinations: dict[JobKey, set[str]] = {}  # hosts each job has connections to
         self.loads: dict[JobKey, LoadEstimate] = {}
         # bytes the job's connections sent, and of those, in the planned band and DSCP
         self.band_share: dict[JobKey, list[int]] = {}
@@ -113,7 +114,7 @@ class AgentCore:
     async def apply_plan(self, plan: Any) -> tuple[bool, str, int]:
         """Validate and apply; on any error the plan in force stays. (ok, error, changed)"""
         if self._sync_procs() and self.tracker is not None:  # registered or ended since
-            self.connections = self.tracker.connections()
+            self._set_connections(self.tracker.connections())
         flows = self.registry.local_flows(self.host)
         try:
             version, entries = plan_entries(
@@ -191,7 +192,7 @@ class AgentCore:
         changed = self.tracker.refresh(self.procs, info=measure) if busy else set()
         if changed or dropped:
             before = {k for k in self.connections}
-            self.connections = self.tracker.connections()
+            self._set_connections(self.tracker.connections())
             fresh = {(j, h) for (j, h) in self.connections.keys() - before}
             flows_changed = [
                 Event("FLOWS_CHANGED", j[0], j[1], 0)
@@ -229,11 +230,17 @@ class AgentCore:
             if entry is not None and est.update(entry.iterations_done):
                 self.registry.set_measured(key, est.reported())
 
+    def _set_connections(self, connections: Connections) -> None:
+        self.connections = connections
+        self.destinations = {}
+        for job, host in connections:
+            self.destinations.setdefault(job, set()).add(host)
+
     def report_flows(self, job: JobEntry) -> list[Flow]:
         """Flows reported for ``job``: declared, or found from its processes."""
         if not job.pids or self.tracker is None:
             return job.flows
-        dests = {h for (j, h) in self.connections if j == job.key}
+        dests = self.destinations.get(job.key, set())
         return reported_flows(job, dests, self.host)
 
     # -- report ----------------------------------------------------------------------
