@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from grouper.errors import ConfigError
+from grouper.errors import ConfigError, short
 
 _MISSING = object()
 
@@ -66,16 +66,16 @@ def number(value: Any, path: str, *, minimum: float | None = None, positive: boo
             try:
                 value = float(value)
             except ValueError:
-                raise ConfigError(path, f"expected a number, got {value!r}") from None
+                raise ConfigError(path, f"expected a number, got {short(value)}") from None
         else:
             raise ConfigError(path, f"expected a number, got {type(value).__name__}")
     x = float(value)
     if not math.isfinite(x):
-        raise ConfigError(path, f"must be finite, got {value!r}")
+        raise ConfigError(path, f"must be finite, got {short(value)}")
     if positive and x <= 0:
-        raise ConfigError(path, f"must be positive, got {value!r}")
+        raise ConfigError(path, f"must be positive, got {short(value)}")
     if minimum is not None and x < minimum:
-        raise ConfigError(path, f"must be at least {minimum:g}, got {value!r}")
+        raise ConfigError(path, f"must be at least {minimum:g}, got {short(value)}")
     return x
 
 
@@ -84,7 +84,7 @@ def integer(value: Any, path: str, *, minimum: int | None = None) -> int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise ConfigError(path, f"expected an integer, got {value!r}")
+            raise ConfigError(path, f"expected an integer, got {short(value)}")
     if minimum is not None and value < minimum:
         raise ConfigError(path, f"must be at least {minimum}, got {value}")
     return int(value)
@@ -94,5 +94,5 @@ def choice(value: Any, path: str, options: Iterable[str]) -> str:
     options = list(options)
     text = string(value, path)
     if text not in options:
-        raise ConfigError(path, f"must be one of {', '.join(options)}; got {text!r}")
+        raise ConfigError(path, f"must be one of {', '.join(options)}; got {short(text)}")
     return text

@@ -88,6 +88,10 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
         )
         if len(set(hosts)) != len(hosts):
             raise ConfigError("hosts", "duplicate host names")
+        if top.get("topology"):  # both: they must name the same hosts, or which one holds?
+            spec = v.string(top["topology"], "topology")
+            if set(_hosts_from_topology(spec, "topology")) != set(hosts):
+                raise ConfigError("hosts", "differ from the topology's hosts; give one of the two")
     elif "topology" in top:
         hosts = _hosts_from_topology(v.string(top["topology"], "topology"), "topology")
     else:

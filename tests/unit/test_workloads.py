@@ -124,3 +124,17 @@ def test_topology_gives_the_hosts_including_a_partial_last_leaf():
     data["topology"] = "torus:4"
     with pytest.raises(ConfigError, match="^topology: expected bigswitch:P or leafspine"):
         parse_workload(data)
+
+
+def test_hosts_and_topology_together_must_name_the_same_hosts():
+    from workloads.schema import parse_workload
+
+    base = {
+        "name": "t",
+        "topology": "leafspine:1,1,3,1",
+        "cojobs": [{"id": "c", "arrival": 0, "stages": [2], "jobs": [
+            {"id": "j", "arch": "ring", "model_bytes": 1e6, "workers": ["h1", "h2"]}]}],
+    }  # fmt: skip
+    assert parse_workload(base | {"hosts": ["h1", "h2", "h3"]}).hosts == ("h1", "h2", "h3")
+    with pytest.raises(ConfigError, match=r"^hosts: differ from the topology's hosts"):
+        parse_workload(base | {"hosts": ["h1", "h2", "h9"]})
