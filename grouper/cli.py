@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from grouper import argtypes as T
 from grouper.errors import ConfigError
 
 
@@ -102,7 +103,7 @@ def _cmd_emulate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="grouper", description=__doc__)
+    p = T.Parser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(
@@ -147,16 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")
     sim.add_argument("--values", help="sweep: comma-separated values to use instead")
-    sim.add_argument("--period", type=float, help="scheduling period (0 = every event)")
-    sim.add_argument("--seed", type=int, default=1)
-    sim.add_argument("--load", type=float, help="sim60: arrival rate scale (0.1 to 2.0)")
+    sim.add_argument("--period", type=T.PERIOD, help="scheduling period (0 = every event)")
+    sim.add_argument("--seed", type=T.SEED, default=1)
+    sim.add_argument(
+        "--load", type=T.real(0, 10, lo_open=True), help="sim60: arrival rate scale (0.1 to 2.0)"
+    )
     sim.add_argument(
         "--comm-ratio",
         dest="comm_ratio",
-        type=float,
+        type=T.real(0, 100, lo_open=True),
         help="sim60: communication / computation time of one iteration",
     )
-    sim.add_argument("--scale", type=float, help="generated builtins: iteration scale")
+    sim.add_argument(
+        "--scale", type=T.real(0, 100, lo_open=True), help="generated builtins: iteration scale"
+    )
     sim.add_argument(
         "--no-contention",
         action="store_true",
@@ -171,13 +176,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     em.add_argument("--experiment", default="builtin:small", help="builtin:NAME or YAML file")
     em.add_argument("--policies", default="fs,baraat,sincronia,grouper")
-    em.add_argument("--period", type=float, default=0.5, help="scheduling period (s)")
-    em.add_argument("--seed", type=int, default=1)
+    em.add_argument(
+        "--period", type=T.real(0, 60, lo_open=True), default=0.5, help="scheduling period (s)"
+    )
+    em.add_argument("--seed", type=T.SEED, default=1)
     em.add_argument("--runs", type=int, default=1, help="runs per policy (torch experiments)")
     em.add_argument(
         "--min-share",
         dest="min_share",
-        type=float,
+        type=T.real(0, 0.5, lo_open=True),
         default=0.001,
         help="share of each link guaranteed to every band (anti-starvation)",
     )
@@ -214,9 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks (print figures, assert nothing)")
     bsub = bench.add_subparsers(dest="what", required=True)
     bp = add("pda", _cmd_bench_pda, "time PDA on a random cluster-scale instance", bsub)
-    bp.add_argument("--hosts", type=int, default=1000)
-    bp.add_argument("--stages", type=int, default=10000)
-    bp.add_argument("--seed", type=int, default=1)
+    bp.add_argument("--hosts", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
+    bp.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
+    bp.add_argument("--seed", type=T.SEED, default=1)
     bp.add_argument("--runs", type=int, default=5, help="timed runs (median reported, min 3)")
     bp.add_argument("--json", metavar="PATH")
     ba = add("agent", _cmd_bench_agent, "plan apply latency of the agent (root)", bsub)
@@ -229,9 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
         "one full coordinator cycle against in-process agents over loopback gRPC",
         bsub,
     )
-    bc.add_argument("--agents", type=int, default=1000)
-    bc.add_argument("--stages", type=int, default=10000)
-    bc.add_argument("--seed", type=int, default=1)
+    bc.add_argument("--agents", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
+    bc.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
+    bc.add_argument("--seed", type=T.SEED, default=1)
     bc.add_argument("--runs", type=int, default=3)
     bc.add_argument("--json", metavar="PATH")
     bd = add(
@@ -265,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--instances", type=int, default=200)
     br.add_argument("--max-cojobs", type=int, default=6)
     br.add_argument("--max-stages", type=int, default=4)
-    br.add_argument("--seed", type=int, default=1)
+    br.add_argument("--seed", type=T.SEED, default=1)
     br.add_argument("--json", metavar="PATH")
     return p
 

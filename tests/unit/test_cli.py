@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def run(*args):
     proc = subprocess.run(
@@ -31,3 +33,26 @@ def test_bench_pda_small():
     out = json.loads(run("bench", "pda", "--hosts", "20", "--stages", "50", "--json", "-"))
     assert out["stages"] == 50 and out["hosts"] == 20 and out["nonzeros"] > 0
     assert len(out["runs"]) >= 3
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["simulate", "--period", "-1"], "argument --period: must be a finite number in [0, 3600]"),
+        (["simulate", "--period", "nan"], "argument --period: must be a finite number"),
+        (["simulate", "--scale", "-1"], "argument --scale: must be a finite number in (0, 100]"),
+        (["simulate", "--load", "inf"], "argument --load: must be a finite number in (0, 10]"),
+        (["simulate", "--seed", "-3"], "argument --seed: must be between 0 and"),
+        (["emulate", "--period", "0"], "argument --period: must be a finite number in (0, 60]"),
+        (["bench", "pda", "--stages", "100000000"], "argument --stages: must be between 1 and"),
+        (["bench", "coordinator", "--agents", "1e9"], "argument --agents: expected an integer"),
+        (["order"], "the following arguments are required: --workload"),
+    ],
+)
+def test_bad_cli_numbers_exit_2_with_one_line(args, message):
+    r = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 2
+    assert r.stderr == f"grouper: error: {r.stderr.split('grouper: error: ', 1)[1]}"
+    assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr

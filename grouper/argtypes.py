@@ -1,0 +1,61 @@
+"""Command-line numbers checked where argparse reads them, with documented limits.
+
+A NaN period, a negative scale or a count that would need gigabytes is refused before
+any work starts, as one line (``grouper: error: argument --period: ...``, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+MAX_PERIOD = 3600.0  # seconds
+MAX_BENCH_HOSTS = 100_000
+MAX_BENCH_STAGES = 1_000_000
+MAX_SEED = 2**32 - 1
+
+
+def real(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str], float]:
+    """A finite number in [lo, hi] (or (lo, hi] with ``lo_open``)."""
+    span = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text[:20]!r}") from None
+        if not math.isfinite(x) or x < lo or x > hi or (lo_open and x == lo):
+            raise argparse.ArgumentTypeError(f"must be a finite number in {span}, got {text[:20]}")
+        return x
+
+    return parse
+
+
+def count(lo: int, hi: int) -> Callable[[str], int]:
+    """An integer in [lo, hi]."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:20]!r}") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {n}")
+        return n
+
+    return parse
+
+
+PERIOD = real(0.0, MAX_PERIOD)
+SEED = count(0, MAX_SEED)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line (and exits 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"grouper: error: {' '.join(message.split())}", file=sys.stderr)
+        sys.exit(2)
