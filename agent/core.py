@@ -19,6 +19,7 @@ from agent.plan import Connections, Rule, RuleKey, compose, plan_entries
 from agent.registration import Flow, JobEntry, reported_flows
 from agent.registry import Event, Registry
 from grouper.errors import ConfigError
+from grouper.flows import host_flow_id
 from pda.priorities import QueueConfig
 
 log = logging.getLogger("grouper.agent")
@@ -125,6 +126,7 @@ class AgentCore:
                 addresses=self.addresses,
                 queues=self.queues,
                 finished=self.registry.finished_flows(self.host),
+                finished_jobs=self.registry.finished_jobs(),
                 discovered=set(self.procs),
             )
         except ConfigError as exc:
@@ -191,13 +193,13 @@ class AgentCore:
         busy = self.procs or self.tracker.conns  # nothing to find and nothing to lose: skip
         changed = self.tracker.refresh(self.procs, info=measure) if busy else set()
         if changed or dropped:
-            before = {k for k in self.connections}
+            before = set(self.connections)
             self._set_connections(self.tracker.connections())
-            fresh = {(j, h) for (j, h) in self.connections.keys() - before}
-            flows_changed = [
-                Event("FLOWS_CHANGED", j[0], j[1], 0)
-                for j in sorted({j for j, h in fresh if f"{j[0]}/{j[1]}/{h}:*" not in self.entries})
-            ]
+            uncovered = {  # a host the plan in force has no entry for: ask for a replan
+                j for j, h in self.connections.keys() - before
+                if host_flow_id(*j, h) not in self.entries
+            }  # fmt: skip
+            flows_changed = [Event("FLOWS_CHANGED", j[0], j[1], 0) for j in sorted(uncovered)]
             if flows_changed:
                 self.hub.publish(flows_changed)
             if self.priorities_active:
@@ -220,7 +222,7 @@ class AgentCore:
             self.loads.setdefault(job, LoadEstimate()).add(dst, nbytes)
             # once the plan covers (job, host): was the connection in its planned band
             # and DSCP? (read once a second, so a second's bytes share one verdict)
-            planned = self.entries.get(f"{job[0]}/{job[1]}/{dst}:*")
+            planned = self.entries.get(host_flow_id(*job, dst))
             if planned is not None:
                 tally = self.band_share.setdefault(job, [0, 0])
                 tally[0] += nbytes

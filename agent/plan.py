@@ -49,13 +49,15 @@ def plan_entries(
     queues: QueueConfig,
     finished: set[str] | None = None,
     discovered: set[tuple[str, str]] | None = None,
+    finished_jobs: set[tuple[str, str]] | None = None,
 ) -> tuple[int, dict[str, Rule]]:
     """Validate ``plan`` (version, host, flows[]) and return (version, flow id -> rule).
 
     Raises :class:`ConfigError` naming the field for a stale version, another host's
     plan, an unknown flow, a band out of range or a DSCP outside the table. Entries for
     flows of jobs that already finished (the plan was computed before the coordinator
-    heard of it) are skipped, not refused. A host flow (``<cojob>/<job>/<host>:*``) of a
+    heard of it: ``finished`` flow ids, or ``finished_jobs`` for host flows) are skipped,
+    not refused. A host flow (``<cojob>/<job>/<host>:*``) of a
     job in ``discovered`` (jobs known by their processes) is accepted for any cluster
     host: its connections may have opened or closed since the agent's last report.
     """
@@ -75,6 +77,8 @@ def plan_entries(
         if finished and fid in finished:
             continue
         hf = parse_host_flow(fid) if fid not in flows else None
+        if hf and finished_jobs and (hf[0], hf[1]) in finished_jobs:
+            continue
         if fid not in flows and not (
             hf and (hf[0], hf[1]) in (discovered or ()) and hf[2] in addresses
         ):

@@ -171,11 +171,10 @@ def reported_flows(job: JobEntry, destinations: set[str], host: str) -> list[Flo
     out = [f for f in job.flows if not f.host_flow]
     declared = {f.dst_host: f for f in job.flows if f.host_flow}
     hosts = sorted(set(declared) | destinations | set(job.measured))
-    seen = destinations | set(declared)
     prior = job.model_bytes / max(1, len(destinations)) if job.model_bytes > 0 else 0.0
     for h in hosts:
         size = job.measured.get(h) or (declared[h].bytes_per_iteration if h in declared else 0)
-        if not size and h in seen:
+        if not size and h in destinations:
             size = prior
         if size > 0:
             out.append(Flow(host, h, 0, 0, size))

@@ -96,12 +96,11 @@ class Registry:
         self._join(old, entry)
         return []  # idempotent re-registration (e.g. a JSON-lines file read again)
 
-    def _join(self, old: JobEntry, entry: JobEntry) -> bool:
+    def _join(self, old: JobEntry, entry: JobEntry) -> None:
         added = [p for p in entry.pids if p not in old.pids]
         if added and not old.finished:  # another participant of the job (a second rank)
             old.pids += added
             self._save()
-        return bool(added)
 
     def _redeclare(self, old: JobEntry, entry: JobEntry) -> list[Event]:
         if entry.stage_iterations != old.stage_iterations:
@@ -258,16 +257,18 @@ class Registry:
         return out
 
     def finished_flows(self, host: str) -> set[str]:
-        """Ids of flows this host sent for jobs that have finished (host flows of jobs
-        known by their processes included, whatever host they went to)."""
-        out = set()
-        for j in self.jobs.values():
-            if not j.finished:
-                continue
-            out.update(f.flow_id(j.cojob_id, j.job_id) for f in j.flows if f.src_host == host)
-            if j.pids or j.measured:
-                out.update(f"{j.cojob_id}/{j.job_id}/{h}:*" for h in self.known_hosts or ())
-        return out
+        """Ids of flows this host sent for jobs that have finished."""
+        return {
+            f.flow_id(j.cojob_id, j.job_id)
+            for j in self.jobs.values()
+            if j.finished
+            for f in j.flows
+            if f.src_host == host
+        }
+
+    def finished_jobs(self) -> set[tuple[str, str]]:
+        """Jobs that have finished (their host flows may still be in a plan)."""
+        return {k for k, j in self.jobs.items() if j.finished}
 
     def _job(self, m: Any) -> JobEntry:
         key = (

@@ -180,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--period", type=T.real(0, 60, lo_open=True), default=0.5, help="scheduling period (s)"
     )
     em.add_argument("--seed", type=T.SEED, default=1)
-    em.add_argument("--runs", type=int, default=1, help="runs per policy (torch experiments)")
+    em.add_argument(
+        "--runs", type=T.count(1, 20), default=1, help="runs per policy (torch experiments)"
+    )
     em.add_argument(
         "--min-share",
         dest="min_share",
@@ -247,10 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
         "connect() to planned band and DSCP, and agent CPU, with many jobs (root)",
         bsub,
     )
-    bd.add_argument("--jobs", type=int, default=200)
-    bd.add_argument("--connections", type=int, default=4, help="per job")
-    bd.add_argument("--samples", type=int, default=60, help="timed new connections")
-    bd.add_argument("--interval", type=float, default=0.1, help="agent discovery interval (s)")
+    bd.add_argument("--jobs", type=T.count(1, 2000), default=200)
+    bd.add_argument("--connections", type=T.count(1, 64), default=4, help="per job")
+    bd.add_argument("--samples", type=T.count(10, 10000), default=60, help="timed new connections")
+    bd.add_argument(
+        "--interval", type=T.real(0.01, 10), default=0.1, help="agent discovery interval (s)"
+    )
     bd.add_argument("--json", metavar="PATH")
     bdp = add(
         "datapath",
@@ -258,10 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
         "TCP throughput through a veth with no agent, an idle agent and 10,000 rules (root)",
         bsub,
     )
-    bdp.add_argument("--entries", type=int, default=10000)
-    bdp.add_argument("--streams", type=int, default=4)
-    bdp.add_argument("--seconds", type=float, default=5.0)
-    bdp.add_argument("--runs", type=int, default=3)
+    bdp.add_argument("--entries", type=T.count(1, 100_000), default=10000)
+    bdp.add_argument("--streams", type=T.count(1, 64), default=4)
+    bdp.add_argument("--seconds", type=T.real(1, 60), default=5.0)
+    bdp.add_argument("--runs", type=T.count(1, 20), default=3)
     bdp.add_argument("--json", metavar="PATH")
     br = add(
         "ratio",

@@ -10,6 +10,11 @@ def flow_id(cojob: str, job: str, dst_host: str, dst_port: int, src_port: int = 
     return f"{cojob}/{job}/{dst_host}:{port}"
 
 
+def host_flow_id(cojob: str, job: str, dst_host: str) -> str:
+    """The id of a host flow: every connection of the job to ``dst_host``."""
+    return flow_id(cojob, job, dst_host, 0)
+
+
 def parse_host_flow(fid: str) -> tuple[str, str, str] | None:
     """(cojob, job, dst_host) of a host flow id, else None."""
     if not fid.endswith(":*"):

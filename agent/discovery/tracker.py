@@ -135,9 +135,6 @@ class Tracker:
             out.setdefault((c.job, c.dst_host), []).append(c.key)
         return out
 
-    def destinations(self, job: JobKey) -> set[str]:
-        return {c.dst_host for c in self.conns.values() if c.job == job}
-
     def take_sent(self) -> dict[tuple[JobKey, str, tuple], int]:
         """Bytes acked per (job, destination host, connection key) since the last call."""
         out, self.sent = self.sent, {}

@@ -183,6 +183,10 @@ def test_host_flow_entries_cover_every_connection_of_the_job_to_that_host():
         plan(("c1/j1/b:*", 2, q.dscp_table[2])), **kw, discovered=set(), finished={"c1/j1/b:*"}
     )
     assert none == {}, "a finished job's entries are skipped, not refused"
+    _, none = plan_entries(
+        plan(("c1/j1/b:*", 2, q.dscp_table[2])), **kw, discovered=set(), finished_jobs={J1}
+    )
+    assert none == {}, "the agent passes finished jobs by key"
 
 
 @pytest.fixture
