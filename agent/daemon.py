@@ -48,6 +48,7 @@ class AgentOptions:
     backend: str
     metrics_port: int
     link_mbps: float
+    multiqueue: bool = True
 
 
 def options_from(cfg: ClusterConfig, args: argparse.Namespace) -> AgentOptions:
@@ -62,6 +63,7 @@ def options_from(cfg: ClusterConfig, args: argparse.Namespace) -> AgentOptions:
         backend=args.backend or cfg.agent.backend,
         metrics_port=cfg.agent.metrics_port if args.metrics_port is None else args.metrics_port,
         link_mbps=args.link_mbps or h.link_mbps,
+        multiqueue=(args.multiqueue or cfg.agent.multiqueue) == "per-queue",
     )
 
 
@@ -78,7 +80,12 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         host_of=cfg.host_of,
     )
     kernel = KernelThread(
-        opts.nic, cfg.queues, opts.link_mbps, backend=opts.backend, control_ports=cfg.control_ports
+        opts.nic,
+        cfg.queues,
+        opts.link_mbps,
+        backend=opts.backend,
+        control_ports=cfg.control_ports,
+        multiqueue=opts.multiqueue,
     )
     enforcer = kernel.enforcer
     diag = SockDiag()
@@ -100,10 +107,11 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
     try:
         await kernel.call(enforcer.start)
         log.info(
-            "agent %s on %s: backend %s, %d queues, link %.0f Mbit/s",
+            "agent %s on %s: backend %s (%s), %d queues, link %.0f Mbit/s",
             opts.host,
             opts.nic,
             kernel.backend,
+            "per TX queue" if enforcer.shape == "mq" else "single root",
             cfg.queues.queues,
             opts.link_mbps,
         )

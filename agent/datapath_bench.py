@@ -8,7 +8,10 @@ host ``a``'s NIC, each measured ``--runs`` times (the median is reported):
 * ``nft``: only the agent's nftables table (empty plan);
 * ``agent``: the agent's qdisc and table, empty plan (what an idle agent costs);
 * ``agent_10k``: the same with ``--entries`` rules (10,000 by default: per-connection
-  elements and port elements), the iperf3 flows among them in band 1.
+  elements and port elements), the iperf3 flows among them in band 1;
+* ``agent_10k_single`` (only with ``--txqueues`` > 1): ``agent_10k`` with one band
+  qdisc as root over all TX queues (``agent.multiqueue: single``) instead of one per
+  queue, which shows what the per-queue layout saves.
 
 The state is installed by the agent's own :class:`agent.enforcer.Enforcer` in a child
 process inside ``a``, and removed before the next state; the namespaces are deleted in
@@ -30,12 +33,18 @@ from grouper.errors import ConfigError
 from grouper.output import write_json
 
 STATES = ("none", "nft", "agent", "agent_10k")
+MQ_STATES = (*STATES, "agent_10k_single")
 LINK_MBPS = 400_000
 PORT = 5201
 
 
 def bench_datapath(
-    entries: int, streams: int, seconds: float, runs: int, json_path: str | None
+    entries: int,
+    streams: int,
+    seconds: float,
+    runs: int,
+    json_path: str | None,
+    txqueues: int = 1,
 ) -> int:
     """Ranges are checked where the CLI reads them (``grouper.argtypes``)."""
     if os.geteuid() != 0:
@@ -44,16 +53,17 @@ def bench_datapath(
     a, b = f"gdp{tag}a", f"gdp{tag}b"
     procs: list[subprocess.Popen] = []
     try:
-        _net(a, b)
+        _net(a, b, txqueues)
         server = subprocess.Popen(
             ["ip", "netns", "exec", b, "iperf3", "-s", "-p", str(PORT)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         procs.append(server)
         time.sleep(0.5)
-        gbps: dict[str, list[float]] = {s: [] for s in STATES}
+        states = STATES if txqueues == 1 else MQ_STATES
+        gbps: dict[str, list[float]] = {s: [] for s in states}
         for _ in range(runs):
-            for state in STATES:
+            for state in states:
                 with _State(a, state, entries):
                     gbps[state].append(_iperf(a, streams, seconds))
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
@@ -71,24 +81,41 @@ def bench_datapath(
         "streams": streams,
         "seconds": seconds,
         "runs": runs,
+        "txqueues": txqueues,
         "gbps": med,
         "gbps_all": gbps,
-        "ratio_to_none": {s: med[s] / med["none"] for s in STATES},
+        "ratio_to_none": {s: med[s] / med["none"] for s in med},
         "loss_10k_vs_agent": 1 - med["agent_10k"] / med["agent"],
     }
     write_json(result, json_path)
     if json_path != "-":
-        print(", ".join(f"{s} {med[s]:.2f} Gbit/s ({med[s] / med['none']:.1%})" for s in STATES))
+        print(", ".join(f"{s} {med[s]:.2f} Gbit/s ({med[s] / med['none']:.1%})" for s in med))
     return 0
 
 
-def _net(a: str, b: str) -> None:
+def _net(a: str, b: str, txqueues: int) -> None:
     def ip(*args: str) -> None:
         subprocess.run(["ip", *args], check=True, capture_output=True)
 
     ip("netns", "add", a)
     ip("netns", "add", b)
-    ip("link", "add", "dpa", "netns", a, "type", "veth", "peer", "name", "dpb", "netns", b)
+    mq = ("numtxqueues", str(txqueues), "numrxqueues", str(txqueues))
+    ip(
+        "link",
+        "add",
+        "dpa",
+        "netns",
+        a,
+        *mq,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "dpb",
+        "netns",
+        b,
+        *mq,
+    )
     for ns, nic, addr in ((a, "dpa", "10.97.0.1"), (b, "dpb", "10.97.0.2")):
         ip("-n", ns, "addr", "add", f"{addr}/24", "dev", nic)
         ip("-n", ns, "link", "set", nic, "up")
@@ -158,13 +185,14 @@ def _child(state: str, entries: int) -> None:
     from agent.kernel import nft_rules
     from pda.priorities import QueueConfig
 
-    enf = Enforcer("dpa", QueueConfig(), LINK_MBPS, control_ports=(7070,))
+    single = state == "agent_10k_single"
+    enf = Enforcer("dpa", QueueConfig(), LINK_MBPS, control_ports=(7070,), multiqueue=not single)
     try:
         if state == "nft":
             enf._replace({})
         else:
             enf.start()
-            if state == "agent_10k":
+            if state.startswith("agent_10k"):
                 enf.apply(_rules(entries))
         print("ready", flush=True)
         sys.stdin.read()

@@ -14,9 +14,10 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from agent.kernel import nft_rules
+from agent.kernel.bands import QdiscSpec
 from agent.kernel.layout import BandLayout
 from agent.kernel.nft import Nft
-from agent.kernel.qdisc import Qdisc, QdiscSpec, probe_backend
+from agent.kernel.qdisc import Qdisc, probe_backend
 from agent.plan import Rule, RuleKey
 from pda.priorities import QueueConfig
 
@@ -32,6 +33,7 @@ class Enforcer:
         *,
         backend: str = "auto",
         control_ports: tuple[int, ...] = (),
+        multiqueue: bool = True,
     ) -> None:
         self.nic = nic
         self.queues = queues
@@ -45,9 +47,11 @@ class Enforcer:
             queues.default_band,
             int(link_mbps * 1e6 / 8),
             queues.min_share,
+            multiqueue,
         )
         self.layout: BandLayout = self.spec.layout
         self.qdisc = Qdisc(self.ipr, nic)
+        self.shape = self.qdisc.shape(self.spec)  # "mq" (per TX queue) or "single"
         self.rules: dict[RuleKey, Rule] = {}
 
     def start(self) -> list[str]:
@@ -113,10 +117,6 @@ class Enforcer:
 
     def counters(self) -> dict[int, dict]:
         return self.qdisc.counters(self.layout)
-
-    def qdisc_handle(self) -> int | None:
-        root = self.qdisc.root()
-        return root[1] if root else None
 
     def stop(self) -> None:
         """Remove exactly what we installed: our table and our root qdisc."""

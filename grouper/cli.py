@@ -93,7 +93,9 @@ def _cmd_bench_discovery(args: argparse.Namespace) -> int:
 def _cmd_bench_datapath(args: argparse.Namespace) -> int:
     from agent.datapath_bench import bench_datapath
 
-    return bench_datapath(args.entries, args.streams, args.seconds, args.runs, args.json)
+    return bench_datapath(
+        args.entries, args.streams, args.seconds, args.runs, args.json, args.txqueues
+    )
 
 
 def _cmd_emulate(args: argparse.Namespace) -> int:
@@ -266,6 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     bdp.add_argument("--streams", type=T.count(1, 64), default=4)
     bdp.add_argument("--seconds", type=T.real(1, 60), default=5.0)
     bdp.add_argument("--runs", type=T.count(1, 20), default=3)
+    bdp.add_argument(
+        "--txqueues",
+        type=T.count(1, 64),
+        default=1,
+        help="TX queues of the veth (>1: also measures one root over all queues)",
+    )
     bdp.add_argument("--json", metavar="PATH")
     br = add(
         "ratio",

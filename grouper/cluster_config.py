@@ -21,6 +21,7 @@ from pda.policies import POLICIES
 from pda.priorities import QueueConfig
 
 BACKENDS = ("auto", "prio", "htb")
+MULTIQUEUE = ("per-queue", "single")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class AgentSettings:
     backend: str = "auto"
     metrics_port: int = 9101
     discovery_interval: float = 0.1  # seconds between scans for jobs' new connections
+    multiqueue: str = "per-queue"  # per-queue: a band qdisc per TX queue; single: one root
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,7 @@ def _agent(raw: Any) -> AgentSettings:
         "backend",
         "metrics_port",
         "discovery_interval",
+        "multiqueue",
     )
     m = v.mapping(raw, "agent", keys)
     d = AgentSettings()
@@ -313,6 +316,7 @@ def _agent(raw: Any) -> AgentSettings:
         v.choice(m.get("backend", d.backend), "agent.backend", BACKENDS),
         mport,
         _interval(m.get("discovery_interval", d.discovery_interval)),
+        v.choice(m.get("multiqueue", d.multiqueue), "agent.multiqueue", MULTIQUEUE),
     )
 
 

@@ -8,9 +8,12 @@ from tests.netns import NetPair
 
 
 @pytest.fixture
-def pair():
-    """Two namespaces joined by a veth pair, removed whatever the test did."""
-    p = NetPair()
+def pair(request):
+    """Two namespaces joined by a veth pair, removed whatever the test did.
+
+    Parametrize indirectly with a TX queue count for a multi-queue veth.
+    """
+    p = NetPair(txqueues=getattr(request, "param", 1))
     try:
         yield p
     finally:

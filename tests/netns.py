@@ -6,6 +6,7 @@ finalizer, so a failing test cleans up too). Processes are ended by the pid we s
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -28,14 +29,19 @@ def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 class NetPair:
-    """Two namespaces ``a`` and ``b`` joined by a veth pair 10.77.N.1 <-> 10.77.N.2."""
+    """Two namespaces ``a`` and ``b`` joined by a veth pair 10.77.N.1 <-> 10.77.N.2.
 
-    def __init__(self) -> None:
+    ``txqueues`` > 1 makes a multi-queue veth, as fast NICs are.
+    """
+
+    def __init__(self, txqueues: int = 1) -> None:
         n = next(_counter)
         tag = f"{os.getpid() % 100000}x{n}"
         self.a, self.b = f"gk{tag}a", f"gk{tag}b"
         self.addr_a, self.addr_b = f"10.77.{n % 250}.1", f"10.77.{n % 250}.2"
         self.nic_a, self.nic_b = "gva", "gvb"
+        self.txqueues = txqueues
+        mq = ["numtxqueues", str(txqueues), "numrxqueues", str(txqueues)]
         self.procs: list[subprocess.Popen] = []
         sh("ip", "netns", "add", self.a)
         try:
@@ -47,6 +53,7 @@ class NetPair:
                 self.nic_a,
                 "netns",
                 self.a,
+                *mq,
                 "type",
                 "veth",
                 "peer",
@@ -54,6 +61,7 @@ class NetPair:
                 self.nic_b,
                 "netns",
                 self.b,
+                *mq,
             )
             for ns, nic, addr in (
                 (self.a, self.nic_a, self.addr_a),
@@ -83,9 +91,60 @@ class NetPair:
             sh("ip", "netns", "del", ns, check=False)
 
 
+@functools.cache
+def kernel_backends() -> tuple[str, ...]:
+    """The agent backends this kernel offers: ``htb`` always, ``prio`` where it exists.
+
+    Probed in a throwaway namespace (the agent's own probe uses the host namespace).
+    """
+    if os.geteuid() != 0:
+        return ("htb",)
+    ns = f"gkprobe{os.getpid() % 100000}"
+    sh("ip", "netns", "add", ns)
+    try:
+        sh("ip", "-n", ns, "link", "add", "probe", "type", "veth", "peer", "name", "probe1")
+        prio = sh("tc", "-n", ns, "qdisc", "add", "dev", "probe", "root", "prio", check=False)
+        return ("htb", "prio") if prio.returncode == 0 else ("htb",)
+    finally:
+        sh("ip", "netns", "del", ns, check=False)
+
+
+def backend_params() -> list:
+    """``pytest.param`` per agent backend; the ones this kernel lacks are skipped."""
+    import pytest
+
+    have = kernel_backends()
+    return [
+        pytest.param(
+            b, id=b, marks=pytest.mark.skipif(b not in have, reason=f"kernel has no {b} qdisc")
+        )
+        for b in ("htb", "prio")
+    ]
+
+
+def pin_tx_queue(ns: str, dev: str, queue: int, txqueues: int) -> None:
+    """Send everything from ``dev`` through TX queue ``queue`` (XPS: all CPUs -> it)."""
+    every_cpu = f"{(1 << os.cpu_count()) - 1:x}"
+    for q in range(txqueues):
+        mask = every_cpu if q == queue else "0"
+        sh(
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sh",
+            "-c",
+            f"echo {mask} > /sys/class/net/{dev}/queues/tx-{q}/xps_cpus",
+        )
+
+
 def tc_json(ns: str, *what: str) -> list[dict]:
     out = sh("ip", "netns", "exec", ns, "tc", "-j", *what).stdout
     return json.loads(out) if out.strip() else []
+
+
+def root_qdisc(ns: str, dev: str) -> dict:
+    return next(q for q in tc_json(ns, "qdisc", "show", "dev", dev) if q.get("root"))
 
 
 def nft_json(ns: str) -> list[dict]:
@@ -116,6 +175,7 @@ def cluster_yaml(
     plan_ttl: float = 30.0,
     queues: int = 8,
     agent_port: int = 7070,
+    backend: str = "auto",
 ) -> Path:
     data = {
         "cluster": "test",
@@ -131,16 +191,27 @@ def cluster_yaml(
         ],
         "queues": {"count": queues},
         "failure": {"plan_ttl": plan_ttl, "agent_timeout": 2.0},
-        "agent": {"port": agent_port, "metrics_port": 0, "backend": "auto"},
+        "agent": {"port": agent_port, "metrics_port": 0, "backend": backend},
     }
     path.write_text(yaml.safe_dump(data))
     return path
 
 
 class AgentProc:
-    """``grouper agent`` running inside a namespace, reachable over Unix sockets."""
+    """``grouper agent`` running inside a namespace, reachable over Unix sockets.
 
-    def __init__(self, pair: NetPair, ns: str, host: str, config: Path, workdir: Path) -> None:
+    ``listen`` (HOST:PORT) puts the agent API on TCP instead, as with mutual TLS.
+    """
+
+    def __init__(
+        self,
+        pair: NetPair,
+        ns: str,
+        host: str,
+        config: Path,
+        workdir: Path,
+        listen: str | None = None,
+    ) -> None:
         self.pair, self.ns, self.host = pair, ns, host
         self.api = workdir / f"{host}-agent.sock"
         self.registry = workdir / f"{host}-registry.sock"
@@ -148,6 +219,7 @@ class AgentProc:
         self.state = workdir / f"{host}-state.json"
         self.log = workdir / f"{host}-agent.log"
         self.config = config
+        self.listen = listen
         self.proc: subprocess.Popen | None = None
 
     metrics_port = 0
@@ -163,7 +235,7 @@ class AgentProc:
             "--host",
             self.host,
             "--listen",
-            f"unix:{self.api}",
+            self.listen or f"unix:{self.api}",
             "--socket",
             str(self.registry),
             "--jobs-dir",
@@ -176,26 +248,37 @@ class AgentProc:
             stderr=subprocess.STDOUT,
             cwd=ROOT,
         )
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited: {self.log.read_text()[-2000:]}")
-            try:
-                with grpc.insecure_channel(f"unix:{self.api}") as ch:
-                    r = health_pb2_grpc.HealthStub(ch).Check(
-                        health_pb2.HealthCheckRequest(service=""), timeout=1
-                    )
-                    if (
-                        r.status == health_pb2.HealthCheckResponse.SERVING
-                        and self.registry.exists()
-                    ):
-                        return self
-            except grpc.RpcError:
-                pass
+            if self._ready():
+                return self
             time.sleep(0.1)
         raise RuntimeError(f"agent did not come up: {self.log.read_text()[-2000:]}")
+
+    def _ready(self) -> bool:
+        """Health SERVING on the Unix API, or (TCP API) the registry answering."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        from grouper.v1 import agent_pb2, agent_pb2_grpc
+
+        if not self.registry.exists():
+            return False
+        try:
+            if self.listen is not None:
+                with grpc.insecure_channel(f"unix:{self.registry}") as ch:
+                    agent_pb2_grpc.RegistryStub(ch).ReportProgress(
+                        agent_pb2.ProgressReport(cojob_id="-", job_id="-"), timeout=1
+                    )
+                return True
+            with grpc.insecure_channel(f"unix:{self.api}") as ch:
+                r = health_pb2_grpc.HealthStub(ch).Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=1
+                )
+                return r.status == health_pb2.HealthCheckResponse.SERVING
+        except grpc.RpcError:
+            return False
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
         """Signal the process we started (``ip netns exec`` execs, so it is the agent)."""

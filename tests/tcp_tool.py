@@ -2,7 +2,8 @@
 
 python tests/tcp_tool.py sink PORT [PORT ...]    accept on each port, read to EOF
     (port 0: the kernel picks one; "ready P1 P2 ..." names the ports listened on)
-python tests/tcp_tool.py send ADDR PORT BYTES    connect, send BYTES, close
+python tests/tcp_tool.py send ADDR PORT BYTES [PRIO]    connect, send BYTES, close
+    (PRIO: the socket's SO_PRIORITY, as an application may set it)
 """
 
 from __future__ import annotations
@@ -35,8 +36,12 @@ def sink(ports: list[int]) -> None:
     threading.Event().wait()
 
 
-def send(addr: str, port: int, size: int) -> None:
-    with socket.create_connection((addr, port), timeout=10) as s:
+def send(addr: str, port: int, size: int, priority: int | None = None) -> None:
+    with socket.socket() as s:
+        if priority is not None:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, priority)
+        s.settimeout(10)
+        s.connect((addr, port))
         s.sendall(b"x" * size)
 
 
@@ -44,4 +49,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "sink":
         sink([int(p) for p in sys.argv[2:]])
     else:
-        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        prio = int(sys.argv[5]) if len(sys.argv) > 5 else None
+        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), prio)

@@ -1,4 +1,11 @@
-"""Which tc class a band is: the contract between the qdisc and nftables' meta priority."""
+"""Which tc class a band is: the contract between the qdisc and nftables' meta priority.
+
+nftables sets ``skb->priority`` to ``4752:<minor>``. On a single-queue NIC the band
+qdisc has handle ``4752:`` and reads that classid directly. On a multi-queue NIC the
+root is our ``mq`` (``4752:``) and TX queue ``q`` has its own band qdisc with handle
+``child_major(q):``; a small BPF classifier on it turns ``4752:<minor>`` into
+``child_major(q):<minor>``, so the minor is the band everywhere.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,14 @@ HANDLE_MAJOR = 0x4752
 HANDLE = HANDLE_MAJOR << 16
 HTB_PARENT_MINOR = 0x1
 HTB_LEAF_BASE = 0x10
+MAX_TX_QUEUES = 0x7FFF - HANDLE_MAJOR  # child majors stay below 0x8000 (a BPF s32 immediate)
+
+
+def child_major(queue: int) -> int:
+    """Handle major of the band qdisc on TX queue ``queue`` (0-based) under our mq root."""
+    if not 0 <= queue < MAX_TX_QUEUES:
+        raise ValueError(f"TX queue {queue} out of range")
+    return HANDLE_MAJOR + 1 + queue
 
 
 @dataclass(frozen=True)
@@ -21,8 +36,8 @@ class BandLayout:
             return band + 1  # prio: skb->priority minor N selects band N-1
         return HTB_LEAF_BASE + band  # htb: skb->priority is the leaf classid itself
 
-    def classid(self, band: int) -> int:
-        return HANDLE | self.minor(band)
+    def classid(self, band: int, major: int = HANDLE_MAJOR) -> int:
+        return (major << 16) | self.minor(band)
 
     def classid_text(self, band: int) -> str:
         return f"{HANDLE_MAJOR:x}:{self.minor(band):x}"

@@ -1,60 +1,54 @@
-"""The priority qdisc on the NIC, through netlink (pyroute2).
+"""The NIC's root qdisc, through netlink (pyroute2): where our band qdiscs hang.
 
-Two backends, chosen by probing unless configured:
-
-* ``prio``: ``tc prio`` with one band per queue (real hosts have it);
-* ``htb``: strict priority emulated with HTB: one parent class at the link rate, one
-  leaf per band with a tiny guaranteed rate, ``ceil`` = link rate and ``prio`` = band.
+* Single-queue NIC (or ``agent.multiqueue: single``): one band qdisc ``4752:`` as root.
+* Multi-queue NIC: the multiqueue root is kept, as ``mq 4752:``, and every TX queue
+  gets its own band qdisc (``agent/kernel/bands.py``) with a steering filter
+  (``agent/kernel/steer.py``), so queues keep their own locks. Strict priority then
+  holds among the packets of one TX queue; a socket stays on one queue.
 
 ``ensure`` is idempotent: it reads the kernel's state, compares it with the desired
-one and changes only what differs; an existing qdisc of ours is kept (never rebuilt
-for a plan change). What is ours is recognised by the handle ``4752:``.
+one and changes only what differs; a qdisc of ours is kept (never rebuilt for a plan
+change). What is ours is recognised by the root handle ``4752:``; removing that root
+removes everything below it and the kernel restores its default.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from agent.kernel.layout import HANDLE, HANDLE_MAJOR, HTB_PARENT_MINOR, BandLayout
+from agent.kernel import steer
+from agent.kernel.bands import HTB_MAX_BANDS, QdiscSpec, ensure_bands, read_classes
+from agent.kernel.layout import HANDLE, HANDLE_MAJOR, MAX_TX_QUEUES, BandLayout, child_major
 
 log = logging.getLogger("grouper.agent.qdisc")
 
 # Root qdiscs the kernel installs by itself; replacing them loses nothing.
 KERNEL_DEFAULTS = {"noqueue", "mq", "pfifo_fast", "fq_codel", "fq", "pfifo", "noop"}
-HTB_MAX_BANDS = 8  # HTB class prio is 0..7
+ROOT = 0xFFFFFFFF
+
+__all__ = ["Qdisc", "QdiscError", "QdiscSpec", "probe_backend"]
 
 
 class QdiscError(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class QdiscSpec:
-    backend: str
-    bands: int
-    default_band: int
-    rate_bps: int  # link rate, bytes per second (HTB only)
-    min_share: float = 0.001  # of the link, guaranteed to every band (HTB only)
-
-    @property
-    def layout(self) -> BandLayout:
-        return BandLayout(self.backend, self.bands)
-
-    def leaf_rate(self) -> int:
-        """HTB leaves' guaranteed rate: ``min_share`` of the link, at least 1 kB/s."""
-        return max(int(self.rate_bps * self.min_share), 1000)
-
-
 def probe_backend(ipr: IPRoute) -> str:
-    """``prio`` when the kernel has it, else ``htb``: try it on a throwaway dummy link."""
+    """``prio`` when the kernel has it, else ``htb``: tried on a throwaway link.
+
+    The link is a dummy, or a veth pair where the kernel has no dummy driver.
+    """
     name = "grouper-probe"
-    try:
-        ipr.link("add", ifname=name, kind="dummy")
-    except NetlinkError:
+    for kind, extra in (("dummy", {}), ("veth", {"peer": "grouper-probe1"})):
+        try:
+            ipr.link("add", ifname=name, kind=kind, **extra)
+            break
+        except NetlinkError:
+            continue
+    else:
         return "htb"
     try:
         idx = ipr.link_lookup(ifname=name)[0]
@@ -77,46 +71,48 @@ class Qdisc:
         if not found:
             raise QdiscError(f"no interface {nic!r}")
         self.index = found[0]
+        link = ipr.get_links(self.index)[0]
+        self.tx_queues = int(link.get_attr("IFLA_NUM_TX_QUEUES") or 1)
 
     # -- reading --------------------------------------------------------------------
+    def _qdiscs(self) -> dict[int, tuple[str, int]]:
+        """parent -> (kind, handle) of every qdisc on the NIC."""
+        return {
+            q["parent"]: (q.get_attr("TCA_KIND"), q["handle"])
+            for q in self.ipr.get_qdiscs(index=self.index)
+        }
+
     def root(self) -> tuple[str, int] | None:
-        for q in self.ipr.get_qdiscs(index=self.index):
-            if q["parent"] == 0xFFFFFFFF:
-                return q.get_attr("TCA_KIND"), q["handle"]
-        return None
+        return self._qdiscs().get(ROOT)
 
     def is_ours(self) -> bool:
         root = self.root()
         return root is not None and root[1] >> 16 == HANDLE_MAJOR
 
-    def classes(self) -> dict[int, dict]:
-        out = {}
-        for c in self.ipr.get_classes(index=self.index):
-            if c["handle"] >> 16 != HANDLE_MAJOR:
-                continue
-            opts = c.get_attr("TCA_OPTIONS")
-            parms = opts.get_attr("TCA_HTB_PARMS") if opts is not None else None
-            stats = c.get_attr("TCA_STATS2")
-            basic = stats.get_attr("TCA_STATS_BASIC") if stats is not None else None
-            queue = stats.get_attr("TCA_STATS_QUEUE") if stats is not None else None
-            out[c["handle"]] = {
-                "parent": c["parent"],
-                "rate": parms["rate"] if parms else None,
-                "ceil": parms["ceil"] if parms else None,
-                "prio": parms["prio"] if parms else None,
-                "bytes": basic["bytes"] if basic else 0,
-                "packets": basic["packets"] if basic else 0,
-                "drops": queue["drops"] if queue else 0,
-            }
-        return out
+    def shape(self, spec: QdiscSpec) -> str:
+        """``mq`` (a band qdisc per TX queue) or ``single`` (one band qdisc as root)."""
+        if spec.multiqueue and 1 < self.tx_queues <= MAX_TX_QUEUES and steer.available():
+            return "mq"
+        return "single"
+
+    def band_majors(self) -> set[int]:
+        root = self.root()
+        if root is None or root[1] >> 16 != HANDLE_MAJOR:
+            return set()
+        if root[0] != "mq":
+            return {HANDLE_MAJOR}
+        return {child_major(q) for q in range(self.tx_queues)}
 
     def counters(self, layout: BandLayout) -> dict[int, dict]:
-        """Per-band bytes, packets and drops from the qdisc's class statistics."""
-        out = {}
-        for handle, c in self.classes().items():
+        """Per-band bytes, packets and drops, summed over our band qdiscs."""
+        out: dict[int, dict] = {}
+        for handle, c in read_classes(self.ipr, self.index, self.band_majors()).items():
             band = layout.band_of_minor(handle & 0xFFFF)
-            if band is not None:
-                out[band] = {k: int(c[k] or 0) for k in ("bytes", "packets", "drops")}
+            if band is None:
+                continue
+            total = out.setdefault(band, {"bytes": 0, "packets": 0, "drops": 0})
+            for k in total:
+                total[k] += int(c[k] or 0)
         return out
 
     # -- changing -------------------------------------------------------------------
@@ -131,67 +127,46 @@ class Qdisc:
                 f"{self.nic} has a root qdisc {root[0]} {root[1] >> 16:x}: not installed by "
                 "grouper; remove it or use another interface"
             )
-        kind = root[0] if root else None
-        if root is not None and root[1] >> 16 == HANDLE_MAJOR and kind != spec.backend:
+        shape = self.shape(spec)
+        want_kind = "mq" if shape == "mq" else spec.backend
+        kind = root[0] if root is not None and root[1] >> 16 == HANDLE_MAJOR else None
+        if kind is not None and kind != want_kind:
             self.remove()
-            changes.append(f"removed our {kind} root (backend is now {spec.backend})")
+            changes.append(f"removed our {kind} root (now {want_kind})")
             kind = None
-        if spec.backend == "prio":
-            changes += self._ensure_prio(spec, kind == "prio")
-        else:
-            changes += self._ensure_htb(spec, kind == "htb")
-        return changes
-
-    def _ensure_prio(self, spec: QdiscSpec, exists: bool) -> list[str]:
-        if exists:
-            return []  # band count fixed by config; a config change restarts the agent
-        priomap = [spec.default_band] * 16
-        self.ipr.tc(
-            "replace", "prio", index=self.index, handle=HANDLE, bands=spec.bands, priomap=priomap
-        )
-        return [f"installed prio qdisc {HANDLE_MAJOR:x}: with {spec.bands} bands"]
-
-    def _ensure_htb(self, spec: QdiscSpec, exists: bool) -> list[str]:
-        layout = spec.layout
-        changes = []
-        if not exists:
-            self.ipr.tc(
-                "replace",
-                "htb",
-                index=self.index,
-                handle=HANDLE,
-                default=layout.minor(spec.default_band),
+        if shape == "single":
+            return changes + ensure_bands(
+                self.ipr, self.index, spec, HANDLE_MAJOR, ROOT, kind == spec.backend
             )
-            changes.append(f"installed htb qdisc {HANDLE_MAJOR:x}: (strict-priority emulation)")
-        have = self.classes() if exists else {}
-        parent = HANDLE | HTB_PARENT_MINOR
-        want = {parent: (HANDLE, spec.rate_bps, spec.rate_bps, 0)}
-        for b in range(spec.bands):
-            want[layout.classid(b)] = (parent, spec.leaf_rate(), spec.rate_bps, b)
-        for handle, (par, rate, ceil, prio) in want.items():
-            cur = have.get(handle)
-            if cur and (cur["rate"], cur["ceil"], cur["prio"]) == (rate, ceil, prio):
-                continue
-            op = "change-class" if cur else "add-class"
-            self.ipr.tc(
-                op,
-                "htb",
-                index=self.index,
-                handle=handle,
-                parent=par,
-                rate=f"{rate * 8}bit",
-                ceil=f"{ceil * 8}bit",
-                prio=prio,
-            )
-            changes.append(f"{op} {handle >> 16:x}:{handle & 0xFFFF:x} prio {prio}")
-        for handle in sorted(set(have) - set(want), reverse=True):
-            self.ipr.tc("del-class", "htb", index=self.index, handle=handle)
-            changes.append(f"removed stale class {handle >> 16:x}:{handle & 0xFFFF:x}")
-        return changes
+        if kind is None:
+            self.ipr.tc("replace", "mq", index=self.index, handle=HANDLE, parent=ROOT)
+            changes.append(f"installed mq qdisc {HANDLE_MAJOR:x}: over {self.tx_queues} TX queues")
+        return changes + self._ensure_children(spec)
+
+    def _ensure_children(self, spec: QdiscSpec) -> list[str]:
+        qdiscs = self._qdiscs()
+        changed: list[int] = []
+        count = 0
+        for q in range(self.tx_queues):
+            major, parent = child_major(q), HANDLE | (q + 1)
+            exists = qdiscs.get(parent) == (spec.backend, major << 16)
+            changes = ensure_bands(self.ipr, self.index, spec, major, parent, exists)
+            if not (exists and steer.attached(self.ipr, self.index, major)):
+                steer.attach(self.ipr, self.index, major)
+                changes.append("steering filter")
+            if changes:
+                changed.append(q)
+                count += len(changes)
+        if not changed:
+            return []
+        return [
+            f"{spec.backend} band qdiscs and steering filters on {len(changed)} of "
+            f"{self.tx_queues} TX queues ({count} netlink changes)"
+        ]
 
     def remove(self) -> bool:
         """Delete the root qdisc if it is ours; the kernel restores its default."""
         if not self.is_ours():
             return False
-        self.ipr.tc("del", index=self.index, handle=HANDLE, parent=0xFFFFFFFF)
+        self.ipr.tc("del", index=self.index, handle=HANDLE, parent=ROOT)
         return True

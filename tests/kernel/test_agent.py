@@ -13,37 +13,21 @@ import grpc
 import pytest
 from scapy.all import IP, TCP, rdpcap
 
+from agent.kernel.layout import HANDLE_MAJOR, BandLayout
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.priorities import QueueConfig
-from tests.netns import AgentProc, cluster_yaml, nft_map, nft_tables, tc_json
+from tests.netns import (
+    AgentProc,
+    backend_params,
+    nft_map,
+    nft_tables,
+    pin_tx_queue,
+    root_qdisc,
+    tc_json,
+)
 
 TABLE = list(QueueConfig().dscp_table)  # what the test cluster config gets by default
-
-
-@pytest.fixture
-def agent_env(pair, tmp_path):
-    def make(plan_ttl: float = 30.0, link_mbps: float = 30.0) -> AgentProc:
-        cfg = cluster_yaml(
-            tmp_path / "cluster.yaml",
-            [
-                ("a", pair.addr_a, pair.nic_a, link_mbps),
-                ("b", pair.addr_b, pair.nic_b, link_mbps),
-            ],
-            plan_ttl=plan_ttl,
-        )
-        return AgentProc(pair, pair.a, "a", cfg, tmp_path)
-
-    agents: list[AgentProc] = []
-
-    def factory(**kw) -> AgentProc:
-        agents.append(make(**kw))
-        return agents[-1]
-
-    yield factory
-    for a in agents:
-        if a.proc and a.proc.poll() is None:
-            a.stop()
 
 
 def register(agent: AgentProc, cojob: str, ports: list[int], dst: str = "b") -> None:
@@ -81,17 +65,23 @@ def collect(agent: AgentProc) -> pb.HostReport:
         return pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=5)
 
 
-def root_qdisc(ns: str, dev: str) -> dict:
-    return next(q for q in tc_json(ns, "qdisc", "show", "dev", dev) if q.get("root"))
-
-
 def receiver_rates(server_json: str) -> list[tuple[float, float, float]]:
     data = json.loads(server_json)
     return [(i["sum"]["start"], i["sum"]["end"], i["sum"]["bytes"]) for i in data["intervals"]]
 
 
-def test_bands_split_bottleneck_and_swap_within_a_second(pair, agent_env):
-    agent = agent_env().start()
+QUEUES = pytest.mark.parametrize("pair", [1, 4], indirect=True, ids=["1txq", "4txq"])
+BACKENDS = pytest.mark.parametrize("backend", backend_params())
+
+
+@BACKENDS
+@QUEUES
+def test_bands_split_bottleneck_and_swap_within_a_second(pair, agent_env, backend):
+    """On a multi-queue NIC both flows are pinned to one TX queue: the band qdisc of
+    that queue splits them (priority holds among the packets of one queue)."""
+    agent = agent_env(backend=backend).start()
+    if pair.txqueues > 1:
+        pin_tx_queue(pair.a, pair.nic_a, 1, pair.txqueues)
     register(agent, "c1", [5201])
     register(agent, "c2", [5202])
     f1, f2 = "c1/j1/b:5201", "c2/j1/b:5202"
@@ -143,8 +133,9 @@ def test_bands_split_bottleneck_and_swap_within_a_second(pair, agent_env):
     assert root_qdisc(pair.a, pair.nic_a)["handle"] == handle_before
 
 
-def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path):
-    agent = agent_env().start()
+@BACKENDS
+def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
+    agent = agent_env(backend=backend).start()
     ports = list(range(6001, 6008))  # data bands 1..6 and the scavenger band 7
     register(agent, "c1", ports)
     plan = [(f"c1/j1/b:{p}", band, TABLE[band]) for band, p in enumerate(ports, start=1)]
@@ -200,16 +191,22 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path):
     assert setup == {TABLE[0]}, "SYN and FIN segments ride the control band"
 
 
-def test_sigterm_removes_everything_and_restart_reconciles_stale_state(pair, agent_env):
+@BACKENDS
+@QUEUES
+def test_sigterm_removes_everything_and_restart_reconciles_stale_state(pair, agent_env, backend):
     before_qdisc = root_qdisc(pair.a, pair.nic_a)["kind"]
-    agent = agent_env().start()
+    before_all = tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a)
+    agent = agent_env(backend=backend).start()
     register(agent, "c1", [5201])
     assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
-    assert root_qdisc(pair.a, pair.nic_a)["handle"] == "4752:"
-    handle = root_qdisc(pair.a, pair.nic_a)["handle"]
+    root = root_qdisc(pair.a, pair.nic_a)
+    assert root["handle"] == f"{HANDLE_MAJOR:x}:"
+    assert root["kind"] == ("mq" if pair.txqueues > 1 else backend)
+    handle = root["handle"]
     # killed agent: rules stay behind
     agent.stop(signal.SIGKILL)
-    assert nft_map(pair.a, "band_dport") == {(pair.addr_b, 5201): "4752:11"}
+    want = BandLayout(backend, 8).classid_text(1)
+    assert nft_map(pair.a, "band_dport") == {(pair.addr_b, 5201): want}
     # a new agent reconciles: same qdisc, our table replaced with an empty one; the
     # registry survived the restart through its state file
     agent.start()
@@ -219,8 +216,9 @@ def test_sigterm_removes_everything_and_restart_reconciles_stale_state(pair, age
     assert apply(agent, 1, [("c1/j1/b:5201", 2, 40)]).applied
     assert agent.stop() == 0
     assert root_qdisc(pair.a, pair.nic_a)["kind"] == before_qdisc
+    assert tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a) == before_all
     assert not any(
-        q.get("handle", "").startswith("4752")
+        q.get("handle", "").startswith(f"{HANDLE_MAJOR:x}")
         for q in tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a)
     )
     assert nft_tables(pair.a) == []
@@ -416,10 +414,10 @@ def test_bench_datapath_command_measures_every_state_and_cleans_up():
     before = netns()
     out = subprocess.run(
         [sys.executable, "-m", "grouper.cli", "bench", "datapath", "--entries", "200",
-         "--runs", "1", "--seconds", "1", "--json", "-"],
+         "--runs", "1", "--seconds", "1", "--txqueues", "2", "--json", "-"],
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout  # fmt: skip
     result = json.loads(out)
-    assert set(result["gbps"]) == {"none", "nft", "agent", "agent_10k"}
+    assert set(result["gbps"]) == {"none", "nft", "agent", "agent_10k", "agent_10k_single"}
     assert all(v > 0 for v in result["gbps"].values())
     assert netns() <= before, "the bench removes its namespaces"

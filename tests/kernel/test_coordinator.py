@@ -11,13 +11,14 @@ import grpc
 import pytest
 import yaml
 
+from agent.kernel.layout import BandLayout
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import host_plans, schedule
 from pda.priorities import QueueConfig
 from pda.snapshot import build_snapshot
-from tests.netns import GROUPER, ROOT, AgentProc, NetStar, nft_map
+from tests.netns import GROUPER, ROOT, AgentProc, NetStar, nft_map, root_qdisc
 
 PERIOD, TTL, TIMEOUT = 0.5, 3.0, 1.5
 METRICS = 19100
@@ -92,7 +93,7 @@ def register_all(agents: dict[str, AgentProc]) -> None:
             assert ack.ok, ack.error
 
 
-def expected_maps(addrs: dict[str, str]) -> dict[str, tuple[dict, dict]]:
+def expected_maps(addrs: dict[str, str], layout: BandLayout) -> dict[str, tuple[dict, dict]]:
     """The plan computed straight from pda/, as the kernel should hold it."""
     cojobs = [
         Cojob(
@@ -111,7 +112,7 @@ def expected_maps(addrs: dict[str, str]) -> dict[str, tuple[dict, dict]]:
         band, dscp = {}, {}
         for f in plan["flows"]:
             key = (addrs[f["dst"]], port[(f["cojob"], f["src"], f["dst"])])
-            band[key] = f"4752:{0x10 + f['band']:x}"
+            band[key] = layout.classid_text(f["band"])
             dscp[key] = {"goto": {"target": f"dscp_{f['dscp']}"}}
         out[host] = (band, dscp)
     return out
@@ -156,8 +157,9 @@ def test_coordinator_serves_agents_survives_failures(star, tmp_path):
         stderr=subprocess.STDOUT,
     )
     try:
-        expected = expected_maps(addrs)
         ns = dict(zip(["h1", "h2", "h3"], star.hosts, strict=True))
+        layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
+        expected = expected_maps(addrs, layout)
 
         def in_kernel(host: str) -> bool:
             return (nft_map(ns[host], "band_dport"), nft_map(ns[host], "dscp_dport")) == expected[
@@ -167,8 +169,8 @@ def test_coordinator_serves_agents_survives_failures(star, tmp_path):
         for host in agents:
             wait_for(lambda h=host: in_kernel(h), 15, f"{host}'s plan in the kernel")
         assert {nft_map(ns["h1"], "band_dport")[(addrs["h2"], p)] for p in (5101, 5201)} == {
-            "4752:11",
-            "4752:12",
+            layout.classid_text(1),
+            layout.classid_text(2),
         }, "two stages sending from h1 get two bands"
 
         # one agent dies: the others keep being served, metrics show it down

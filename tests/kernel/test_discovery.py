@@ -21,9 +21,8 @@ from scapy.all import IP, TCP, rdpcap
 from agent.kernel.layout import BandLayout
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from tests.kernel.test_agent import TABLE, apply, collect, root_qdisc
-from tests.kernel.test_agent import agent_env as agent_env  # the fixture
-from tests.netns import GROUPER, nft_json, sh
+from tests.kernel.test_agent import TABLE, apply, collect
+from tests.netns import GROUPER, nft_json, root_qdisc, sh
 
 BAND = 2
 RECLASSIFY_BOUND = 1.0  # seconds; the bench measures the real figure (p99 ~0.13 s)

@@ -55,6 +55,7 @@ def mutate(path, value):
         (["failure", "plan_ttl"], "soon", r"^failure\.plan_ttl: expected a number"),
         (["agent", "backend"], "ets", r"^agent\.backend: must be one of auto, prio, htb"),
         (["agent", "port"], 70000, r"^agent\.port: must be at most 65535"),
+        (["agent", "multiqueue"], "mqprio", r"^agent\.multiqueue: must be one of per-queue"),
         (["queues", "colour"], "red", r"^queues\.colour: unknown key"),
         (["extra"], 1, r"^extra: unknown key"),
     ],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
 
 import grpc
 import pytest
@@ -12,66 +11,13 @@ from agent.service import AgentServicer
 from coordinator.loop import Coordinator
 from grouper.cluster_config import parse_cluster_config
 from grouper.v1 import agent_pb2_grpc as pbg
+from tests.pki import make_pki
 from tests.unit.helpers import FakeCore
-
-
-def openssl(*args: str, cwd) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=grouper-test-ca",
-        cwd=d,
-    )
-    for name in ("h1", "coordinator"):
-        openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            f"{name}.key",
-            "-out",
-            f"{name}.csr",
-            "-subj",
-            f"/CN={name}",
-            cwd=d,
-        )
-        (d / f"{name}.ext").write_text(f"subjectAltName=DNS:{name}\n")
-        openssl(
-            "x509",
-            "-req",
-            "-in",
-            f"{name}.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            f"{name}.pem",
-            "-days",
-            "2",
-            "-extfile",
-            f"{name}.ext",
-            cwd=d,
-        )
-    return d
+    return make_pki(tmp_path_factory.mktemp("pki"), ("h1", "coordinator"))
 
 
 async def scenario(pki, configured_name: str) -> bool:

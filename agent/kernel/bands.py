@@ -1,0 +1,129 @@
+"""One strict-priority qdisc with a band per queue: the only builder of our bands.
+
+Two backends:
+
+* ``prio``: ``tc prio`` with one band per queue (real hosts have it);
+* ``htb``: strict priority emulated with HTB: one parent class at the link rate, one
+  leaf per band with a tiny guaranteed rate, ``ceil`` = link rate and ``prio`` = band.
+
+The same builder makes the single root of a single-queue NIC and the per-queue children
+under the ``mq`` root of a multi-queue NIC; only ``major`` and ``parent`` differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyroute2 import IPRoute
+
+from agent.kernel.layout import HTB_PARENT_MINOR, BandLayout
+
+HTB_MAX_BANDS = 8  # HTB class prio is 0..7
+
+
+@dataclass(frozen=True)
+class QdiscSpec:
+    backend: str
+    bands: int
+    default_band: int
+    rate_bps: int  # link rate, bytes per second (HTB only)
+    min_share: float = 0.001  # of the link, guaranteed to every band (HTB only)
+    multiqueue: bool = True  # a band qdisc per TX queue where the NIC has several
+
+    @property
+    def layout(self) -> BandLayout:
+        return BandLayout(self.backend, self.bands)
+
+    def leaf_rate(self) -> int:
+        """HTB leaves' guaranteed rate: ``min_share`` of the link, at least 1 kB/s."""
+        return max(int(self.rate_bps * self.min_share), 1000)
+
+
+def read_classes(ipr: IPRoute, index: int, majors: set[int]) -> dict[int, dict]:
+    """Our classes (handle -> parameters and counters) in the qdiscs with ``majors``."""
+    out = {}
+    for c in ipr.get_classes(index=index):
+        if c["handle"] >> 16 not in majors:
+            continue
+        opts = c.get_attr("TCA_OPTIONS")
+        parms = opts.get_attr("TCA_HTB_PARMS") if opts is not None else None
+        stats = c.get_attr("TCA_STATS2")
+        basic = stats.get_attr("TCA_STATS_BASIC") if stats is not None else None
+        queue = stats.get_attr("TCA_STATS_QUEUE") if stats is not None else None
+        out[c["handle"]] = {
+            "parent": c["parent"],
+            "rate": parms["rate"] if parms else None,
+            "ceil": parms["ceil"] if parms else None,
+            "prio": parms["prio"] if parms else None,
+            "bytes": basic["bytes"] if basic else 0,
+            "packets": basic["packets"] if basic else 0,
+            "drops": queue["drops"] if queue else 0,
+        }
+    return out
+
+
+def ensure_bands(
+    ipr: IPRoute, index: int, spec: QdiscSpec, major: int, parent: int, exists: bool
+) -> list[str]:
+    """Make the band qdisc ``major:`` under ``parent`` match ``spec``; returns changes."""
+    if spec.backend == "prio":
+        return [] if exists else _install_prio(ipr, index, spec, major, parent)
+    changes = [] if exists else _install_htb(ipr, index, spec, major, parent)
+    return changes + _ensure_htb_classes(ipr, index, spec, major, exists)
+
+
+def _install_prio(ipr: IPRoute, index: int, spec: QdiscSpec, major: int, parent: int) -> list:
+    # the band count is fixed by config; a config change restarts the agent
+    ipr.tc(
+        "replace",
+        "prio",
+        index=index,
+        handle=major << 16,
+        parent=parent,
+        bands=spec.bands,
+        priomap=[spec.default_band] * 16,
+    )
+    return [f"installed prio qdisc {major:x}: with {spec.bands} bands"]
+
+
+def _install_htb(ipr: IPRoute, index: int, spec: QdiscSpec, major: int, parent: int) -> list:
+    ipr.tc(
+        "replace",
+        "htb",
+        index=index,
+        handle=major << 16,
+        parent=parent,
+        default=spec.layout.minor(spec.default_band),
+    )
+    return [f"installed htb qdisc {major:x}: (strict-priority emulation)"]
+
+
+def _ensure_htb_classes(
+    ipr: IPRoute, index: int, spec: QdiscSpec, major: int, exists: bool
+) -> list[str]:
+    have = read_classes(ipr, index, {major}) if exists else {}
+    top = (major << 16) | HTB_PARENT_MINOR
+    want = {top: (major << 16, spec.rate_bps, spec.rate_bps, 0)}
+    for b in range(spec.bands):
+        want[spec.layout.classid(b, major)] = (top, spec.leaf_rate(), spec.rate_bps, b)
+    changes = []
+    for handle, (par, rate, ceil, prio) in want.items():
+        cur = have.get(handle)
+        if cur and (cur["rate"], cur["ceil"], cur["prio"]) == (rate, ceil, prio):
+            continue
+        op = "change-class" if cur else "add-class"
+        ipr.tc(
+            op,
+            "htb",
+            index=index,
+            handle=handle,
+            parent=par,
+            rate=f"{rate * 8}bit",
+            ceil=f"{ceil * 8}bit",
+            prio=prio,
+        )
+        changes.append(f"{op} {handle >> 16:x}:{handle & 0xFFFF:x} prio {prio}")
+    for handle in sorted(set(have) - set(want), reverse=True):
+        ipr.tc("del-class", "htb", index=index, handle=handle)
+        changes.append(f"removed stale class {handle >> 16:x}:{handle & 0xFFFF:x}")
+    return changes
