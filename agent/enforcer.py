@@ -100,7 +100,7 @@ class Enforcer:
             m = o.get("map")
             if not m:
                 continue
-            field, match = m["name"].split("_")
+            field, match = m["name"].split("_", 1)
             for key, value in _elements(m):
                 rk = (match, *(int(x) if isinstance(x, int) else x for x in key["concat"]))
                 if field == "band":

@@ -8,6 +8,11 @@ with ports, and ``(conn | conn6, source, destination, source port, destination p
 for each connection the agent found for a host flow (every connection of the job to
 that host, whatever its ports). Connections come and go between plans; ``compose`` is
 re-run for them with the entries in force.
+
+A plan also lists the port-matched flows other hosts send to this one (``inbound``):
+``compose`` turns each into an ``in_sport`` / ``in_dport`` key that sends this host's
+pure ACKs, SYNs and FINs on that flow to the control band. Only those, and the ones of
+flows the plan prioritizes, are re-marked: other applications' keep their DSCP.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from typing import Any
 from agent.registration import Flow
 from grouper import validate as v
 from grouper.errors import ConfigError
-from grouper.flows import parse_host_flow
+from grouper.flows import inbound_key, parse_host_flow, parse_inbound_key
 from pda.priorities import QueueConfig
 
-# ("dport" | "sport", dst address, port) or ("conn" | "conn6", src, dst, sport, dport)
+# ("dport" | "sport" | "in_sport" | "in_dport", peer address, port)
+# or ("conn" | "conn6", src, dst, sport, dport)
 RuleKey = tuple
 Connections = dict[tuple[tuple[str, str], str], list[tuple]]  # (job, dst host) -> keys
 
@@ -61,7 +67,7 @@ def plan_entries(
     job in ``discovered`` (jobs known by their processes) is accepted for any cluster
     host: its connections may have opened or closed since the agent's last report.
     """
-    m = v.mapping(plan, "plan", ("version", "host", "flows"))
+    m = v.mapping(plan, "plan", ("version", "host", "flows", "inbound"))
     version = v.integer(v.get(m, "version", "plan"), "plan.version", minimum=1)
     if version <= in_force:
         raise ConfigError("plan.version", f"stale: {version} is not newer than {in_force} in force")
@@ -95,7 +101,26 @@ def plan_entries(
         if flow is not None and flow.dst_host not in addresses:
             raise ConfigError(f"{path}.flow_id", f"no address for host {flow.dst_host!r}")
         entries[fid] = Rule(band, dscp)
+    entries.update(_inbound_entries(m.get("inbound", []), addresses, queues))
     return version, entries
+
+
+def _inbound_entries(raw: Any, addresses: dict[str, str], queues: QueueConfig) -> dict:
+    """``plan.inbound[]`` -> inbound key -> the control band's rule."""
+    ctl_band = queues.reserved[0] if queues.reserved else 0
+    ctl = Rule(ctl_band, queues.dscp_table[ctl_band])
+    out = {}
+    for i, item in enumerate(v.sequence(raw, "plan.inbound")):
+        path = f"plan.inbound[{i}]"
+        e = v.mapping(item, path, ("src_host", "port", "by_source"))
+        src = v.string(v.get(e, "src_host", path), f"{path}.src_host")
+        if src not in addresses:
+            raise ConfigError(f"{path}.src_host", f"unknown host {src[:80]!r}")
+        port = v.integer(v.get(e, "port", path), f"{path}.port", minimum=1)
+        if port > 65535:
+            raise ConfigError(f"{path}.port", f"must be at most 65535, got {port}")
+        out[inbound_key(src, port, bool(e.get("by_source", False)))] = ctl
+    return out
 
 
 def compose(
@@ -113,6 +138,11 @@ def compose(
             rules[key] = rule
 
     for fid, rule in entries.items():
+        inbound = parse_inbound_key(fid)
+        if inbound is not None:
+            src, port, by_source = inbound
+            put(("in_dport" if by_source else "in_sport", addresses[src], port), rule)
+            continue
         flow = flows.get(fid)
         if flow is not None and not flow.host_flow:
             put(rule_key(flow, addresses), rule)

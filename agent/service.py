@@ -66,6 +66,9 @@ def plan_dict(m: pb.Plan) -> dict[str, Any]:
         "version": m.version,
         "host": m.host,
         "flows": [{"flow_id": f.flow_id, "band": f.band, "dscp": f.dscp} for f in m.flows],
+        "inbound": [
+            {"src_host": i.src_host, "port": i.port, "by_source": i.by_source} for i in m.inbound
+        ],
     }
 
 

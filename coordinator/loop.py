@@ -22,6 +22,7 @@ from coordinator.planner import HostPlan, plan_hosts
 from coordinator.snapshot import MergeCache, merge_reports
 from grouper.cluster_config import ClusterConfig
 from grouper.errors import ConfigError
+from grouper.flows import parse_inbound_key
 from grouper.v1 import agent_pb2 as pb
 from pda.snapshot import FlowTables
 
@@ -141,9 +142,13 @@ class Coordinator:
         msg = pb.SessionRequest()
         msg.plan.version = version
         msg.plan.host = link.host.name
-        add = msg.plan.flows.add
+        add, add_inbound = msg.plan.flows.add, msg.plan.inbound.add
         for f, (b, d) in sorted(plan.items()):
-            add(flow_id=f, band=b, dscp=d)
+            inbound = parse_inbound_key(f)
+            if inbound is None:
+                add(flow_id=f, band=b, dscp=d)
+            else:
+                add_inbound(src_host=inbound[0], port=inbound[1], by_source=inbound[2])
         try:
             reply = await link.request(msg, self.rpc_timeout)
         except LinkError as exc:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from coordinator.snapshot import Model
+from grouper.flows import inbound_key, parse_port_flow
 from pda.policies import flow_priorities, schedule
 from pda.priorities import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 
-HostPlan = dict[str, tuple[int, int]]  # flow id -> (band, dscp)
+# flow id -> (band, dscp) of the flows a host sends, and inbound_key -> the control
+# (band, dscp) for the port-matched flows it receives (its ACKs and handshakes on them)
+HostPlan = dict[str, tuple[int, int]]
 
 
 @dataclass
@@ -31,6 +35,21 @@ def plan_hosts(
     remote = np.flatnonzero(snap.flow_src != snap.flow_dst).tolist()
     bands, dscps = pr.band.tolist(), pr.dscp.tolist()
     src, ids = model.flow_src, model.flow_ids
+    ctl_band = queues.reserved[0] if queues.reserved else 0
+    ctl = (ctl_band, queues.dscp_table[ctl_band])
     for i in remote:
         plans[src[i]][ids[i]] = (bands[i], dscps[i])
+        inbound = _inbound(ids[i], src[i])
+        if inbound is not None and inbound[0] in plans:
+            plans[inbound[0]][inbound[1]] = ctl
     return Planned(plans, sched.ordered_ids(), len(snap.stage_ids))
+
+
+@lru_cache(maxsize=1 << 18)
+def _inbound(fid: str, src: str) -> tuple[str, str] | None:
+    """(receiving host, its inbound key) of a port-matched flow id; None for host flows."""
+    parsed = parse_port_flow(fid)
+    if parsed is None:
+        return None
+    dst, port, by_source = parsed
+    return dst, inbound_key(src, port, by_source)

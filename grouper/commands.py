@@ -7,8 +7,8 @@ from grouper.output import table, write_json
 from pda.lowerbound import lp_lower_bound
 from pda.policies import POLICIES, host_plans, schedule
 from pda.priorities import QueueConfig
-from pda.snapshot import build_snapshot
-from workloads import load_workload
+from pda.snapshot import Snapshot, build_snapshot
+from workloads import Workload, load_workload
 
 
 def order(workload: str, policy: str, online: bool, json_path: str | None) -> int:
@@ -52,7 +52,7 @@ def order(workload: str, policy: str, online: bool, json_path: str | None) -> in
 def lower_bound(workload: str, json_path: str | None) -> int:
     wl = load_workload(workload)
     snap = build_snapshot(wl.cojobs, wl.hosts, known_survivors=True)
-    lb = lp_lower_bound(snap, capacity=wl.capacity)
+    lb = lp_lower_bound(snap, capacity=wl.capacity, released=_released(wl, snap))
     n = len(snap.stage_ids)
     result = {
         "workload": wl.name,
@@ -70,3 +70,17 @@ def lower_bound(workload: str, json_path: str | None) -> int:
             f"{wl.time_unit} ({n} stages, {lb.rounds} rounds, {lb.cuts} cuts)"
         )
     return 0
+
+
+def _released(wl: Workload, snap: Snapshot) -> dict[int, int]:
+    """Cojob index -> row of the stage whose completion releases it (``release_after``)."""
+    rows = snap.stage_index()
+    out = {}
+    for cid, (trigger, k) in wl.release_after.items():
+        row = rows.get(f"{trigger}/{k}")
+        if row is None:
+            raise ConfigError(
+                f"release_after.{cid}", f"stage {k} of {trigger!r} is not in the workload"
+            )
+        out[snap.cojob_ids.index(cid)] = row
+    return out

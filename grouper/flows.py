@@ -21,3 +21,33 @@ def parse_host_flow(fid: str) -> tuple[str, str, str] | None:
         return None
     parts = fid[:-2].split("/")
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 and all(parts) else None
+
+
+def parse_port_flow(fid: str) -> tuple[str, int, bool] | None:
+    """(dst_host, port, by_source) of a flow id matched by a port, else None."""
+    head, sep, port = fid.rpartition(":")
+    parts = head.split("/")
+    if not sep or len(parts) != 3 or not all(parts):
+        return None
+    by_source = port.startswith("s")
+    digits = port[1:] if by_source else port
+    if not digits.isdigit() or not 0 < int(digits) < 65536:
+        return None
+    return parts[2], int(digits), by_source
+
+
+INBOUND_PREFIX = "inbound:"
+
+
+def inbound_key(src_host: str, port: int, by_source: bool) -> str:
+    """How a host plan names an inbound flow (never a flow id: those hold '/')."""
+    return f"{INBOUND_PREFIX}{src_host}:{'s' if by_source else ''}{port}"
+
+
+def parse_inbound_key(key: str) -> tuple[str, int, bool] | None:
+    """(src_host, port, by_source) of an ``inbound_key``, else None."""
+    if not key.startswith(INBOUND_PREFIX):
+        return None
+    host, _, port = key[len(INBOUND_PREFIX) :].rpartition(":")
+    by_source = port.startswith("s")
+    return host, int(port[1:] if by_source else port), by_source

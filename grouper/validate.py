@@ -7,6 +7,7 @@ value converted to the wanted type or raises :class:`ConfigError`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -57,6 +58,31 @@ def string(value: Any, path: str) -> str:
     if not text:
         raise ConfigError(path, "must not be empty")
     return text
+
+
+_LABEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,79}")
+
+
+def label(value: Any, path: str) -> str:
+    """A name that becomes one path component of an output folder: letters, digits,
+    ``.``, ``_`` and ``-``, not starting with ``.``, at most 80 characters (so never
+    ``..``, ``/`` or an absolute path)."""
+    text = string(value, path)
+    if not _LABEL.fullmatch(text):
+        raise ConfigError(
+            path,
+            f"{short(text)} is not a plain name (letters, digits, '.', '_', '-'; "
+            "not starting with '.'; at most 80 characters)",
+        )
+    return text
+
+
+def label_from_path(spec: str) -> str:
+    """A plain name derived from a file path (its stem, other characters as ``_``)."""
+    from pathlib import PurePath
+
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", PurePath(spec).stem).lstrip(".")[:80]
+    return stem or "workload"
 
 
 def number(value: Any, path: str, *, minimum: float | None = None, positive: bool = False) -> float:

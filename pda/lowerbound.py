@@ -10,6 +10,12 @@ round checks every port's prefixes and adds the most violated one per port, then
 re-solves with HiGHS until nothing is violated.
 
 Times are in load units (bytes / port capacity with capacity 1).
+
+A cojob released when a stage of another completes (``released``: cojob index -> that
+stage's row) arrives at that stage's completion time, a variable: its first stage
+gets S_first - S_trigger >= L instead of a fixed arrival, and the objective measures
+its stages from S_trigger. Every real schedule is still feasible, so this stays a
+lower bound, and the LP stays bounded (delaying the trigger delays the whole cojob).
 """
 
 from __future__ import annotations
@@ -33,17 +39,31 @@ class LowerBound:
 
 
 def lp_lower_bound(
-    snap: Snapshot, *, capacity: float = 1.0, max_rounds: int = 500, tol: float = 1e-7
+    snap: Snapshot,
+    *,
+    capacity: float = 1.0,
+    max_rounds: int = 500,
+    tol: float = 1e-7,
+    released: dict[int, int] | None = None,
 ) -> LowerBound:
     loads = sparse.csr_matrix(snap.stage_loads) / capacity
     n = loads.shape[0]
     if n == 0:
         return LowerBound(0.0, np.zeros(0), 0, 0)
-    arrival = snap.cojob_arrival[snap.stage_cojob]
     max_load = loads.max(axis=1).toarray().ravel()
+    # a released cojob's first stage is chained to its trigger stage, arrival 0
+    prev = snap.stage_prev.copy()
+    arrival_of = snap.cojob_arrival.copy()
+    trigger = np.full(len(arrival_of), -1, dtype=np.int64)
+    for c, row in (released or {}).items():
+        trigger[c], arrival_of[c] = row, 0.0
+    first = np.flatnonzero((prev < 0) & (trigger[snap.stage_cojob] >= 0))
+    prev[first] = trigger[snap.stage_cojob[first]]
+    arrival = arrival_of[snap.stage_cojob]
+    if not np.isfinite(arrival).all():
+        raise ValueError("a cojob without a finite arrival and without a trigger stage")
 
     # (14) as -S_k + S_{k-1} <= -maxL_k ; first stages: S_k >= arrival + maxL_k via bounds
-    prev = snap.stage_prev
     chained = np.flatnonzero(prev >= 0)
     r = np.r_[np.arange(len(chained)), np.arange(len(chained))]
     c = np.r_[chained, prev[chained]]
@@ -56,7 +76,10 @@ def lp_lower_bound(
     csc = loads.tocsc()
     cut_rows: list[sparse.csr_matrix] = []
     cut_rhs: list[float] = []
+    # objective sum(S - arrival): a released cojob's stages are measured from S_trigger
     cost = np.ones(n)
+    rel = np.flatnonzero(trigger[snap.stage_cojob] >= 0)
+    np.subtract.at(cost, trigger[snap.stage_cojob[rel]], 1.0)
     rounds = 0
     while True:
         rounds += 1
@@ -95,7 +118,7 @@ def lp_lower_bound(
                 added += 1
         if added == 0 or rounds >= max_rounds:
             break
-    value = float(np.sum(s - arrival))
+    value = float(cost @ s - np.sum(arrival))
     return LowerBound(value, s, rounds, len(cut_rows))
 
 

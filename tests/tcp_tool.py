@@ -2,12 +2,14 @@
 
 python tests/tcp_tool.py sink PORT [PORT ...]    accept on each port, read to EOF
     (port 0: the kernel picks one; "ready P1 P2 ..." names the ports listened on)
-python tests/tcp_tool.py send ADDR PORT BYTES [PRIO]    connect, send BYTES, close
-    (PRIO: the socket's SO_PRIORITY, as an application may set it)
+python tests/tcp_tool.py send ADDR PORT BYTES [--priority N] [--tos N]
+    connect, send BYTES, close (the socket's SO_PRIORITY and IP_TOS, as an
+    application may set them)
 """
 
 from __future__ import annotations
 
+import argparse
 import socket
 import sys
 import threading
@@ -36,8 +38,10 @@ def sink(ports: list[int]) -> None:
     threading.Event().wait()
 
 
-def send(addr: str, port: int, size: int, priority: int | None = None) -> None:
+def send(addr: str, port: int, size: int, priority: int | None, tos: int | None) -> None:
     with socket.socket() as s:
+        if tos is not None:  # before SO_PRIORITY: setting IP_TOS resets the priority
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
         if priority is not None:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, priority)
         s.settimeout(10)
@@ -49,5 +53,11 @@ if __name__ == "__main__":
     if sys.argv[1] == "sink":
         sink([int(p) for p in sys.argv[2:]])
     else:
-        prio = int(sys.argv[5]) if len(sys.argv) > 5 else None
-        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), prio)
+        p = argparse.ArgumentParser()
+        p.add_argument("addr")
+        p.add_argument("port", type=int)
+        p.add_argument("size", type=int)
+        p.add_argument("--priority", type=int)
+        p.add_argument("--tos", type=int)
+        a = p.parse_args(sys.argv[2:])
+        send(a.addr, a.port, a.size, a.priority, a.tos)

@@ -82,7 +82,7 @@ def load_torch_experiment(name: str) -> TorchExperiment:
             )
         )
     return TorchExperiment(
-        v.string(v.get(m, "name", ""), "name"),
+        v.label(v.get(m, "name", ""), "name"),
         v.string(v.get(m, "topology", ""), "topology"),
         v.integer(m.get("port", 29500), "port", minimum=1024),
         tuple(searches),

@@ -63,10 +63,9 @@ def load_workload(spec: str, **params: float) -> Workload:
                 if p.name.endswith(".yaml")
             )
             raise ConfigError("workload", f"unknown builtin {name!r} (known: {', '.join(known)})")
-        text = ref.read_text()
-    else:
-        text = read_text(spec, "workload")
-    return parse_workload(parse_yaml(text, "workload"), default_name=spec)
+        return parse_workload(parse_yaml(ref.read_text(), "workload"), default_name=name)
+    text = read_text(spec, "workload")
+    return parse_workload(parse_yaml(text, "workload"), default_name=v.label_from_path(spec))
 
 
 def _hosts_from_topology(spec: str, path: str) -> tuple[str, ...]:
@@ -80,7 +79,7 @@ def _hosts_from_topology(spec: str, path: str) -> tuple[str, ...]:
 
 def parse_workload(data: Any, default_name: str = "workload") -> Workload:
     top = v.mapping(data, "", TOP_KEYS)
-    name = v.string(v.get(top, "name", "", default_name), "name")
+    name = v.label(v.get(top, "name", "", default_name), "name")
     if "hosts" in top:
         hosts = tuple(
             v.string(h, f"hosts[{i}]")

@@ -9,9 +9,13 @@ One table, ``inet grouper``, holds everything the agent installs:
 * maps ``band_conn`` / ``dscp_conn`` (IPv4) and ``band_conn6`` / ``dscp_conn6`` (IPv6):
   one element per connection the agent found for a job, keyed by (source . destination
   . source port . destination port);
-* control traffic (agent and coordinator gRPC ports), pure TCP ACKs and short SYN, FIN
-  and RST segments -> band 0 and its DSCP (they are tiny; in a low band ACKs would stall
-  a prioritized flow and handshakes would wait out SYN retransmission timers).
+* maps ``band_in_sport`` / ``band_in_dport`` (and their ``dscp_`` twins): the
+  port-matched flows other hosts send to this one, keyed the way this host's ACKs on
+  them look (peer address . our port, or . the peer's source port);
+* control traffic (agent and coordinator gRPC ports) -> band 0 and its DSCP; so are
+  pure TCP ACKs and short SYN, FIN and RST segments of *our* connections (a key in any
+  map above): in a low band ACKs would stall a prioritized flow and handshakes would
+  wait out SYN retransmission timers. Other applications' keep their DSCP and class.
 
 A full apply replaces the table in one transaction; a plan change is one transaction
 of element deletions and additions. Neither touches the qdisc.
@@ -30,7 +34,7 @@ FAMILY = "inet"
 COMMENT = "managed by grouper-agent"
 ACK_MAX_LENGTH = 100  # IP length below which an ACK carries no payload (header + options)
 ACK_MAX_PAYLOAD6 = 80  # the same for IPv6, whose length field excludes the 40-byte header
-MATCHES = ("dport", "sport", "conn", "conn6")
+MATCHES = ("dport", "sport", "conn", "conn6", "in_sport", "in_dport")
 _MAP_TYPES = {
     "dport": ("ip daddr . tcp dport", "ipv4_addr . inet_service"),
     "sport": ("ip daddr . tcp sport", "ipv4_addr . inet_service"),
@@ -42,7 +46,10 @@ _MAP_TYPES = {
         "ip6 saddr . ip6 daddr . tcp sport . tcp dport",
         "ipv6_addr . ipv6_addr . inet_service . inet_service",
     ),
+    "in_sport": ("ip daddr . tcp sport", "ipv4_addr . inet_service"),
+    "in_dport": ("ip daddr . tcp dport", "ipv4_addr . inet_service"),
 }
+TINY_V4 = ("dport", "sport", "conn", "in_sport", "in_dport")  # maps whose keys are "ours"
 
 
 def dscp_chain(match: str, dscp: int) -> str:
@@ -75,6 +82,8 @@ def render_table(
         lines.append(f"  chain dscp_{d} {{ ip dscp set {d}; }}")
         lines.append(f"  chain dscp6_{d} {{ ip6 dscp set {d}; }}")
     ctl6 = f"meta priority set {layout.classid_text(ctl_band)} ip6 dscp set {ctl_dscp}"
+    lines += _tiny_chain("tiny", ctl, TINY_V4)
+    lines += _tiny_chain("tiny6", ctl6, ("conn6",))
     lines += [
         "  chain postrouting {",
         "    type filter hook postrouting priority 0; policy accept;",
@@ -83,7 +92,7 @@ def render_table(
         "  }",
         "  chain classify {",
     ]
-    lines += _control_rules(ports, ctl, f"ip length < {ACK_MAX_LENGTH}")
+    lines += _control_rules(ports, ctl, f"ip length < {ACK_MAX_LENGTH}", "tiny")
     for match in ("dport", "sport"):
         lines.append(f"    meta priority set ip daddr . tcp {match} map @band_{match}")
         lines.append(f"    ip daddr . tcp {match} vmap @dscp_{match}")
@@ -91,7 +100,7 @@ def render_table(
     lines.append(f"    meta priority set {conn} map @band_conn")
     lines.append(f"    {conn} vmap @dscp_conn")
     lines += ["  }", "  chain classify6 {"]
-    lines += _control_rules(ports, ctl6, f"ip6 length < {ACK_MAX_PAYLOAD6}")
+    lines += _control_rules(ports, ctl6, f"ip6 length < {ACK_MAX_PAYLOAD6}", "tiny6")
     conn6 = "ip6 saddr . ip6 daddr . tcp sport . tcp dport"
     lines.append(f"    meta priority set {conn6} map @band_conn6")
     lines.append(f"    {conn6} vmap @dscp_conn6")
@@ -100,18 +109,31 @@ def render_table(
     return text + render_changes({}, rules, layout)
 
 
-def _control_rules(ports: str, ctl: str, short: str) -> list[str]:
-    """Control traffic, pure ACKs and handshakes -> the control band (``ctl``)."""
+def _control_rules(ports: str, ctl: str, short: str, tiny: str) -> list[str]:
+    """Control traffic -> the control band (``ctl``); pure ACKs and handshakes -> ``tiny``."""
     out = []
     if ports:
         out.append(f"    tcp dport {{ {ports} }} {ctl} return")
         out.append(f"    tcp sport {{ {ports} }} {ctl} return")
-    # pure ACKs (ACK alone, no PSH, short) ride the control band: a flow whose reverse
-    # path is congested must not stall on its own ACK clock
-    out.append(f"    {short} tcp flags & (syn | fin | rst | psh | ack) == ack {ctl} return")
-    # so do handshakes and teardowns: a new job's SYN in a starved low band waits out
-    # TCP's 1 s, 3 s, ... SYN retransmission timers before the plan even knows the flow
-    out.append(f"    {short} tcp flags & (syn | fin | rst) != 0 {ctl} return")
+    # pure ACKs (ACK alone, no PSH, short) and handshakes/teardowns go to the tiny
+    # chain, which moves them to the control band only if the connection is ours;
+    # either way they are done (goto: no data map applies to them)
+    out.append(f"    {short} tcp flags & (syn | fin | rst | psh | ack) == ack goto {tiny}")
+    out.append(f"    {short} tcp flags & (syn | fin | rst) != 0 goto {tiny}")
+    return out
+
+
+def _tiny_chain(name: str, ctl: str, matches: tuple[str, ...]) -> list[str]:
+    """A pure ACK, SYN, FIN or RST of a connection in one of our maps -> control band.
+
+    A prioritized flow must not stall on its own ACK clock, nor a new job's handshake
+    wait out SYN timers behind bulk traffic; another application's segment falls off
+    the end of the chain unchanged.
+    """
+    out = [f"  chain {name} {{"]
+    for match in matches:
+        out.append(f"    {_MAP_TYPES[match][0]} @band_{match} {ctl} return")
+    out.append("  }")
     return out
 
 

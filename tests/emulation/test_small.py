@@ -1,11 +1,10 @@
-"""builtin:small on an emulated leaf-spine: grouper beats fair sharing on two of its
-cojobs, bytes verified, bands used, DSCP on the wire, and every job completing when the
-coordinator dies halfway."""
+"""builtin:small on an emulated leaf-spine: grouper beats fair sharing on the whole
+workload's average SCT by a stated margin, bytes verified, bands used, DSCP on the
+wire, and every job completing when the coordinator dies halfway."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import signal
 import subprocess
@@ -55,12 +54,15 @@ def capture_window(em: Emulation, pcap: str, seconds: float) -> tuple[dict, dict
     return before, dscp_map(em, SENDER)
 
 
-def two_cojobs() -> Workload:
-    """builtin:small's big PS search and its ring search: the big one first, so fair
-    sharing slows the ring search down and the stage order lets it through."""
-    wl = load_workload("builtin:small")
-    keep = tuple(c for c in wl.cojobs if c.cojob_id in ("ps-big", "ring-mid"))
-    return dataclasses.replace(wl, cojobs=keep)
+# grouper's average SCT over fair sharing's on builtin:small measured 0.70-0.75 on this
+# 2-core VM (docs/emulation.md); the test demands at most this, so run-to-run noise of
+# the emulation (a few percent) cannot flip it, while a scheduler that orders nothing
+# (ratio ~1.0) fails.
+MARGIN = 0.9
+
+
+def wl_stages(wl: Workload) -> int:
+    return sum(len(c.stage_iterations) for c in wl.cojobs)
 
 
 def avg_sct(out) -> float:
@@ -68,7 +70,7 @@ def avg_sct(out) -> float:
 
 
 def test_grouper_beats_fair_sharing_and_marks_what_the_plan_says(tmp_path):
-    wl = two_cojobs()
+    wl = load_workload("builtin:small")
     spec = spec_of(wl, QueueConfig())
     fair = Emulation(spec, "fs", 0.5, tmp_path / "fs")
     try:
@@ -95,10 +97,11 @@ def test_grouper_beats_fair_sharing_and_marks_what_the_plan_says(tmp_path):
         out = asyncio.run(main())
     finally:
         em.stop()
-    assert avg_sct(out) < avg_sct(fs_out), (avg_sct(out), avg_sct(fs_out))
+    ratio = avg_sct(out) / avg_sct(fs_out)
+    assert ratio <= MARGIN, f"grouper/fs average SCT {ratio:.3f} (fs {avg_sct(fs_out):.2f} s)"
     assert out.replay.errors == []
     assert out.replay.ledger.sent and not out.replay.ledger.shortfall()
-    assert len(out.replay.stages) == 4
+    assert len(out.replay.stages) == len(fs_out.replay.stages) == wl_stages(wl)
     used = {h: {b for b, n in bands.items() if n > 0} for h, bands in out.band_bytes.items()}
     assert max(len(b) for b in used.values()) >= 2, used
 

@@ -48,13 +48,19 @@ def register(agent: AgentProc, cojob: str, ports: list[int], dst: str = "b") -> 
     assert ack.ok, ack.error
 
 
-def apply(agent: AgentProc, version: int, flows: list[tuple[str, int, int]]) -> pb.ApplyResult:
+def apply(
+    agent: AgentProc,
+    version: int,
+    flows: list[tuple[str, int, int]],
+    inbound: list[tuple[str, int]] = (),
+) -> pb.ApplyResult:
     with grpc.insecure_channel(f"unix:{agent.api}") as ch:
         return pbg.AgentStub(ch).ApplyPlan(
             pb.Plan(
                 version=version,
                 host="a",
                 flows=[pb.FlowPriority(flow_id=f, band=b, dscp=d) for f, b, d in flows],
+                inbound=[pb.Inbound(src_host=h, port=p) for h, p in inbound],
             ),
             timeout=5,
         )
@@ -189,6 +195,72 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
     assert len({d for s in seen.values() for d in s}) == 8
     assert acks == {TABLE[0]}, "pure ACKs ride the control band"
     assert setup == {TABLE[0]}, "SYN and FIN segments ride the control band"
+
+
+def capture(pair, tmp_path, ns: str, nic: str):
+    """tcpdump on ``nic`` in ``ns``; returns (process, pcap path)."""
+    pcap = tmp_path / f"{nic}.pcap"
+    dump = pair.popen(
+        ns, "tcpdump", "--immediate-mode", "-Z", "root", "-i", nic, "-U", "-w", str(pcap), "tcp",
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    time.sleep(1.0)
+    return dump, pcap
+
+
+def dscp_by_kind(pcap, src: str) -> dict[tuple[str, int], set[int]]:
+    """(kind, port) -> DSCPs seen from ``src``; kind is "data" or "tiny" (pure ACK, SYN,
+    FIN, RST); port is the destination port for data and the lower of the two for tiny
+    segments (our ports are below the ephemeral range)."""
+    out: dict[tuple[str, int], set[int]] = {}
+    for pkt in rdpcap(str(pcap)):
+        if IP not in pkt or TCP not in pkt or pkt[IP].src != src:
+            continue
+        t = pkt[TCP]
+        kind = "data" if len(t.payload) > 0 else "tiny"
+        port = t.dport if kind == "data" else min(t.sport, t.dport)
+        out.setdefault((kind, port), set()).add(pkt[IP].tos >> 2)
+    return out
+
+
+def test_only_our_connections_acks_and_handshakes_are_remarked(pair, agent_env, tmp_path):
+    """Host a sends our flow to b:6001 and receives our flow from b at a:6300 (an inbound
+    entry of its plan); a foreign application sends a->b:6002 with its own DSCP 34, and
+    another b->a:6301. Captured at b: a's pure ACKs, SYNs and FINs ride the control band
+    only on 6001 and 6300; the foreign ones keep DSCP 34 and 0."""
+    agent = agent_env().start()
+    register(agent, "c1", [6001])
+    assert apply(agent, 1, [("c1/j1/b:6001", 1, TABLE[1])], inbound=[("b", 6300)]).applied
+    sinks = [
+        pair.popen(
+            ns,
+            sys.executable,
+            "tests/tcp_tool.py",
+            "sink",
+            *ports,
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for ns, ports in ((pair.b, ("6001", "6002")), (pair.a, ("6300", "6301")))
+    ]
+    for s in sinks:
+        assert s.stdout.readline().strip() == "ready"
+    dump, pcap = capture(pair, tmp_path, pair.b, pair.nic_b)
+    tool = (sys.executable, "tests/tcp_tool.py", "send")
+    pair.run(pair.a, *tool, pair.addr_b, "6001", "300000")
+    pair.run(pair.a, *tool, pair.addr_b, "6002", "300000", "--tos", str(34 << 2))
+    pair.run(pair.b, *tool, pair.addr_a, "6300", "300000")
+    pair.run(pair.b, *tool, pair.addr_a, "6301", "300000")
+    time.sleep(0.5)
+    dump.send_signal(signal.SIGINT)
+    dump.wait(timeout=10)
+    seen = dscp_by_kind(pcap, pair.addr_a)
+    assert seen[("data", 6001)] == {TABLE[1]}
+    assert seen[("tiny", 6001)] == {TABLE[0]}, "our flow's ACKs and handshakes: control"
+    assert seen[("tiny", 6300)] == {TABLE[0]}, "ACKs of an inbound flow of ours: control"
+    assert seen[("data", 6002)] == {34}
+    assert seen[("tiny", 6002)] == {34}, "a foreign app's ACKs and handshakes keep DSCP 34"
+    assert seen[("tiny", 6301)] == {0}, "a foreign app's ACKs keep DSCP 0"
 
 
 @BACKENDS

@@ -85,7 +85,15 @@ def test_every_tx_queue_gets_a_band_qdisc_that_serves_our_bands(pair, agent_env,
     pin_tx_queue(pair.a, pair.nic_a, 3, TXQ)
     foreign = str(layout.minor(2))
     pair.run(
-        pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, "6200", "200000", foreign
+        pair.a,
+        sys.executable,
+        "tests/tcp_tool.py",
+        "send",
+        pair.addr_b,
+        "6200",
+        "200000",
+        "--priority",
+        foreign,
     )
     time.sleep(0.3)
     got = class_bytes(pair)

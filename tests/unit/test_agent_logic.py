@@ -99,11 +99,12 @@ def test_conflicting_reregistration_is_refused():
         reg.register(job(ports=(6000,)))
 
 
-def plan(version, flows, host="a"):
+def plan(version, flows, host="a", inbound=()):
     return {
         "version": version,
         "host": host,
         "flows": [{"flow_id": f, "band": b, "dscp": d} for f, b, d in flows],
+        "inbound": [{"src_host": h, "port": p, "by_source": s} for h, p, s in inbound],
     }
 
 
@@ -131,10 +132,29 @@ def test_plan_to_rules_and_conflicting_keys_take_the_higher_priority():
     }
 
 
+def test_inbound_flows_become_ack_keys_in_the_control_band():
+    version, rules = desired_rules(
+        plan(3, [], inbound=[("b", 6300, False), ("b", 7000, True)]),
+        host="a",
+        in_force=2,
+        flows=flows_of(job()),
+        addresses=ADDR,
+        queues=QueueConfig(),
+    )
+    ctl = Rule(0, QueueConfig().dscp_table[0])
+    assert rules == {
+        ("in_sport", "10.0.0.2", 6300): ctl,  # our ACKs on b -> a:6300 leave from port 6300
+        ("in_dport", "10.0.0.2", 7000): ctl,  # b's flow matched by its source port 7000
+    }
+
+
 @pytest.mark.parametrize(
     ("p", "message"),
     [
         (plan(2, []), "^plan.version: stale: 2 is not newer than 2"),
+        (plan(3, [], inbound=[("zz", 1, False)]), r"^plan.inbound\[0\].src_host: unknown host"),
+        (plan(3, [], inbound=[("b", 0, False)]), r"^plan.inbound\[0\].port: must be at least 1"),
+        (plan(3, [], inbound=[("b", 70000, 0)]), r"^plan.inbound\[0\].port: must be at most"),
         (plan(3, [], host="b"), "^plan.host: plan is for 'b', this agent is 'a'"),
         (plan(3, [("c1/j1/b:9", 1, 48)]), r"^plan.flows\[0\].flow_id: unknown flow"),
         (plan(3, [("c1/j1/b:5001", 1, 48)] * 2), r"^plan.flows\[1\].flow_id: .* appears twice"),
@@ -160,6 +180,13 @@ def test_nft_table_and_incremental_changes():
     assert 'oifname "eth0" meta nfproto ipv4 jump classify' in text
     assert "tcp dport { 7070 } meta priority set 4752:10 ip dscp set 56 return" in text
     assert "add element inet grouper band_dport { 10.0.0.2 . 5001 : 4752:11 }" in text
+    # pure ACKs and handshakes are re-marked only when their connection is in our maps
+    assert "ip length < 100 tcp flags & (syn | fin | rst | psh | ack) == ack goto tiny" in text
+    ctl = "meta priority set 4752:10 ip dscp set 56 return"
+    assert f"    ip daddr . tcp sport @band_in_sport {ctl}" in text
+    assert f"    ip saddr . ip daddr . tcp sport . tcp dport @band_conn {ctl}" in text
+    ctl6 = ctl.replace("ip dscp", "ip6 dscp")
+    assert f"    ip6 saddr . ip6 daddr . tcp sport . tcp dport @band_conn6 {ctl6}" in text
     diff = render_changes(old, new, layout)
     assert diff.splitlines() == [
         "delete element inet grouper band_dport { 10.0.0.2 . 5001 }",

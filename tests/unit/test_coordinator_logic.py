@@ -148,7 +148,9 @@ def test_plans_key_flows_by_id_and_rank_stages_per_sender():
     planned = plan_hosts(merge_reports(reports, ("h1", "h2")), "grouper", QueueConfig())
     assert planned.order == ["A/1", "A/2", "B/1", "B/2"]
     assert planned.plans["h1"] == {"A/j/h2:1": (1, 48), "B/j/h2:2": (2, 40)}
-    assert planned.plans["h2"] == {}
+    # the receiver learns the port-matched flows it receives: its ACKs on them are ours
+    ctl = (0, QueueConfig().dscp_table[0])
+    assert planned.plans["h2"] == {"inbound:h1:1": ctl, "inbound:h1:2": ctl}
     fs = plan_hosts(merge_reports(reports, ("h1", "h2")), "fs", QueueConfig())
     assert set(fs.plans["h1"].values()) == {(6, QueueConfig().dscp_table[6])}
 
@@ -188,3 +190,4 @@ def test_host_flows_of_jobs_known_by_their_processes_are_planned_by_id():
     assert [list(j.job.flows) for j in jobs] == [["A/j/h2:*"], ["B/j/h2:*"]]
     planned = plan_hosts(merge_reports({"h1": jobs}, ("h1", "h2", "h3")), "grouper", QueueConfig())
     assert planned.plans["h1"] == {"A/j/h2:*": (1, 48), "B/j/h2:*": (2, 40)}
+    assert planned.plans["h2"] == {}, "host flows need no inbound entry: the receiver finds them"

@@ -148,6 +148,12 @@ def test_sweep_writes_its_plot_and_json(tmp_path):
         check=True,
     )
     res = json.loads(proc.stdout)
-    assert res["normalized_avg_sct"]["fs"] == [1.0, 1.0]
-    assert len(res["normalized_avg_sct"]["grouper"]) == 2
+    # normalized = the policy's average SCT over fair sharing's at the same point
+    points = res["points"]
+    for p in ("fs", "grouper"):
+        want = [pt["results"][p]["avg_sct"] / pt["results"]["fs"]["avg_sct"] for pt in points]
+        assert res["normalized_avg_sct"][p] == pytest.approx(want)
+    # fig3 (paper, Fig. 3): fair sharing 8, grouper 6.5 whatever the period
+    assert [pt["results"]["fs"]["avg_sct"] for pt in res["points"]] == [8.0, 8.0]
+    assert res["normalized_avg_sct"]["grouper"] == pytest.approx([6.5 / 8, 6.5 / 8])
     assert (out / "period.png").stat().st_size > 0

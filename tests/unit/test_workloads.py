@@ -84,6 +84,9 @@ def test_good_workload_parses():
         (["cojobs"], [], r"^cojobs: needs at least 1"),
         (["hosts"], ["h1", "h1"], r"^hosts: duplicate host names"),
         (["cojobs", 0, "jobs", 1, "id"], "p", r"cojobs\[0\]\.jobs\[1\]\.id: duplicate job id 'p'"),
+        (["name"], "../../etc", r"^name: '\.\./\.\./etc' is not a plain name"),
+        (["name"], "/tmp/x", r"^name: '/tmp/x' is not a plain name"),
+        (["name"], "a" * 81, r"^name: .* is not a plain name"),
     ],
 )
 def test_bad_workloads_name_the_field(path, value, message):
@@ -138,3 +141,23 @@ def test_hosts_and_topology_together_must_name_the_same_hosts():
     assert parse_workload(base | {"hosts": ["h1", "h2", "h3"]}).hosts == ("h1", "h2", "h3")
     with pytest.raises(ConfigError, match=r"^hosts: differ from the topology's hosts"):
         parse_workload(base | {"hosts": ["h1", "h2", "h9"]})
+
+
+def test_results_of_a_workload_stay_inside_the_output_folder(tmp_path):
+    """A file's name becomes the default results folder as one plain component."""
+    odd = tmp_path / "..evil name;$(x).yaml"
+    odd.write_text(yaml.safe_dump(GOOD))  # GOOD has no name
+    wl = load_workload(str(odd))
+    assert wl.name == "evil_name___x_"
+    assert load_workload("builtin:fig3").name == "fig3"
+    proc = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", "simulate", "--workload", str(odd), "--json", "-"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    written = {p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()}
+    assert all(
+        p.parts[:2] == ("results", "simulate") for p in written - {odd.relative_to(tmp_path)}
+    )
