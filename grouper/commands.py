@@ -52,7 +52,10 @@ def order(workload: str, policy: str, online: bool, json_path: str | None) -> in
 def lower_bound(workload: str, json_path: str | None) -> int:
     wl = load_workload(workload)
     snap = build_snapshot(wl.cojobs, wl.hosts, known_survivors=True)
-    lb = lp_lower_bound(snap, capacity=wl.capacity, released=_released(wl, snap))
+    try:
+        lb = lp_lower_bound(snap, capacity=wl.capacity, released=_released(wl, snap))
+    except (RuntimeError, ValueError) as exc:  # the solver gave up: say so in one line
+        raise ConfigError("workload", f"no lower bound for {wl.name}: {exc}") from None
     n = len(snap.stage_ids)
     result = {
         "workload": wl.name,
