@@ -18,6 +18,7 @@ from pda.model import ARCHS, Cojob, FlowSpec, Job
 TOP_KEYS = ("name", "description", "hosts", "topology", "capacity", "time_unit", "cojobs")
 # a leafspine topology's capacity comes from its link speed
 COJOB_KEYS = ("id", "arrival", "stages", "jobs")
+MAX_ARRIVAL = 1e9  # time units; an arrival past it would never come in any experiment
 JOB_KEYS = (
     "id",
     "arch",
@@ -132,10 +133,21 @@ def _parse_cojob(raw: Any, path: str, known: set[str]) -> Cojob:
     m = v.mapping(raw, path, COJOB_KEYS)
     cid = v.string(v.get(m, "id", path), v.join(path, "id"))
     arrival = v.number(v.get(m, "arrival", path, 0.0), v.join(path, "arrival"), minimum=0)
+    if arrival > MAX_ARRIVAL:
+        raise ConfigError(
+            v.join(path, "arrival"), f"{arrival:g} is past the {MAX_ARRIVAL:g} time-unit horizon"
+        )
     stages_raw = v.sequence(v.get(m, "stages", path), v.join(path, "stages"), min_len=1)
     stages = tuple(v.integer(x, f"{path}.stages[{k}]", minimum=1) for k, x in enumerate(stages_raw))
     jobs_raw = v.sequence(v.get(m, "jobs", path), v.join(path, "jobs"), min_len=1)
     jobs = tuple(_parse_job(j, f"{path}.jobs[{i}]", known) for i, j in enumerate(jobs_raw))
+    for i, job in enumerate(jobs):
+        total = sum(stages[: job.stages or len(stages)])
+        if job.done >= total:
+            raise ConfigError(
+                f"{path}.jobs[{i}].done",
+                f"{job.done} iterations done of the job's {total}: nothing left to run",
+            )
     try:
         return Cojob(cid, stages, jobs, arrival)
     except ConfigError as exc:

@@ -84,6 +84,8 @@ def test_good_workload_parses():
         (["cojobs"], [], r"^cojobs: needs at least 1"),
         (["hosts"], ["h1", "h1"], r"^hosts: duplicate host names"),
         (["cojobs", 0, "jobs", 1, "id"], "p", r"cojobs\[0\]\.jobs\[1\]\.id: duplicate job id 'p'"),
+        (["cojobs", 0, "arrival"], 1e300, r"^cojobs\[0\]\.arrival: 1e\+300 is past the 1e\+09"),
+        (["cojobs", 0, "jobs", 0, "done"], 10**6, r"^cojobs\[0\]\.jobs\[0\]\.done: 1000000 iter"),
         (["name"], "../../etc", r"^name: '\.\./\.\./etc' is not a plain name"),
         (["name"], "/tmp/x", r"^name: '/tmp/x' is not a plain name"),
         (["name"], "a" * 81, r"^name: .* is not a plain name"),
