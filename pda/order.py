@@ -37,7 +37,11 @@ from scipy import sparse
 
 from pda.snapshot import Snapshot
 
-REL_TOL = 1e-12
+# Two candidates tie when their adjusted weights after the step differ from zero by
+# less than this share of the instance's largest weight: weights are reduced by
+# subtraction, so exact ties leave residues of order eps x weight (a relative test on
+# the ratio fails there: when the tied weights are all 0 its tolerance is 0 too).
+WEIGHT_TOL = 1e-9
 
 
 @dataclass
@@ -87,6 +91,7 @@ def primal_dual_order(
     w = np.asarray(weights, dtype=float).copy()
     if w.shape != (n,):
         raise ValueError(f"weights: expected shape ({n},), got {w.shape}")
+    w_tol = WEIGHT_TOL * max(float(np.abs(w).max(initial=0.0)), 1e-300)
     if prev is None:
         prev = np.full(n, -1, dtype=np.int64)
     if tie_key is None:
@@ -129,16 +134,19 @@ def primal_dual_order(
                 vals = c_val[cp[p] : cp[p + 1]]
                 mask = candidate[rows]
             cand = rows[mask]
-            ratio = w[cand] / vals[mask]
+            cv = vals[mask]
+            ratio = w[cand] / cv
             j = int(ratio.argmin())
             rho = float(ratio[j])
-            ties = (ratio <= rho + abs(rho) * REL_TOL).nonzero()[0]
+            ties = (w[cand] - rho * cv <= w_tol).nonzero()[0]  # what line 19 leaves ~0
             if len(ties) > 1:
                 j = int(ties[tie_key[cand[ties]].argmax()])
             s = int(cand[j])
             # lower the weights of all stages loading the bottleneck port (line 19); placed
-            # stages' weights change too but are never read again
+            # stages' weights change too but are never read again; residues of exact
+            # ties are set to 0 so that they tie again at the next step
             w[rows] -= rho * vals
+            w[rows[np.abs(w[rows]) <= w_tol]] = 0.0
             w[s] = 0.0
         order[i] = s
         rho_at[i] = rho

@@ -69,10 +69,10 @@ class QueueConfig:
     min_share: float = 0.001
 
     def __post_init__(self) -> None:
-        if not 0 < self.min_share <= 1 / self.queues:
-            raise ConfigError("min_share", f"must be in (0, 1/queues], got {self.min_share}")
         if not 2 <= self.queues <= 16:
             raise ConfigError("queues", f"must be between 2 and 16, got {self.queues}")
+        if not 0 < self.min_share <= 1 / self.queues:
+            raise ConfigError("min_share", f"must be in (0, 1/queues], got {self.min_share}")
         for i, r in enumerate(self.reserved):
             if not 0 <= r < self.queues:
                 raise ConfigError(f"reserved[{i}]", f"band {r} out of range 0..{self.queues - 1}")

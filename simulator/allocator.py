@@ -1,15 +1,24 @@
-"""Flow rates on a network of links with priority queues (fluid model).
+"""Flow rates on a network of links with strict-priority queues (fluid model).
 
-Every flow crosses a path of directed links and sits in one queue on each link (its
-band on the sender's NIC, the DSCP-selected queue on switch ports). Queues are strict
-priority (0 highest); flows in the same queue share max-min fairly.
+Every flow crosses a path of directed links and sits in one queue on each link: its
+band on the sender's NIC for the first hop, the DSCP-selected queue on every switch
+port after it. Queues are strict priority (0 highest) per link; flows in the same
+queue of a link share it max-min fairly.
 
-Progressive filling, highest queue first: a flow joins the filling at level
-``max(queue over its path)`` (the lowest priority it has anywhere, which is what caps
-it); at each level the joining flows grow at the same pace, and every link that runs
-out of residual capacity freezes the flows crossing it. With one queue this is exact
-max-min fairness; across levels it gives strict priority, and lower levels still get
-whatever is left (work conservation).
+Each (link, queue) pair is a virtual link whose capacity is what the link's higher
+queues leave: ``capacity - usage of queues above``. Rates are the fixed point of
+
+    r <- maxmin(virtual capacities computed from r)
+
+started from r = 0, where ``maxmin`` is exact progressive filling (every flow grows at
+the same pace; a virtual link that fills freezes the flows in it). A flow's rate in a
+queue never depends on lower queues, so where "f is above g on some link" never loops
+back (true for bands mapped from one global order, as ``pda/priorities.py`` does) the
+iteration reaches the exact fixed point in at most (longest chain of such relations +
+1) rounds; the loop stops when a round changes no rate. It is strict priority per link
+and max-min within each queue, with work conservation: a lower queue gets exactly what
+the higher ones leave. Should it ever not settle within ``MAX_ROUNDS``, the last rates
+are scaled down on overloaded links (feasible, documented as approximate).
 
 Optional contention penalty (Wang et al., Eq. 5: k concurrent tasks take
 ``a + k b M + (k-1) eta M``): when flows of ``k`` distinct tasks (jobs) share one queue
@@ -23,6 +32,7 @@ import numpy as np
 from scipy import sparse
 
 EPS = 1e-12
+MAX_ROUNDS = 8
 
 
 def efficiency(k: np.ndarray, penalty: float) -> np.ndarray:
@@ -34,56 +44,126 @@ def efficiency(k: np.ndarray, penalty: float) -> np.ndarray:
 def allocate(
     incidence: sparse.csr_matrix | tuple[np.ndarray, np.ndarray],
     capacity: np.ndarray,
-    level: np.ndarray,
+    queue: np.ndarray,
     task: np.ndarray | None = None,
     penalty: float = 0.0,
+    *,
+    per_crossing: bool = False,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Rates of flows given which links they cross, link ``capacity`` and each flow's
-    filling ``level``; ``task`` (job of every flow) and ``penalty`` (eta / b) turn on
-    the contention model.
+    """Rates of flows given which links they cross, link ``capacity`` and their queues.
 
     ``incidence`` is a flow x link matrix (1 where the flow crosses the link) or, faster,
-    a pair of arrays (flow index, link index) with one entry per crossing.
+    a pair of arrays (flow index, link index) with one entry per crossing. ``queue`` has
+    one entry per flow (the same queue on every link of its path) or, with
+    ``per_crossing``, one per crossing in the order of the pairs. ``task`` (job of every
+    flow) and ``penalty`` (eta / b) turn on the contention model. ``start`` (rates of
+    a close allocation, e.g. the previous event's) only speeds the fixed point up: it is
+    reached from any start in as many rounds as from zero.
     """
-    level = np.asarray(level)
-    n = len(level)
-    rates = np.zeros(n)
-    if n == 0:
-        return rates
     if isinstance(incidence, tuple):
         pf, pl = (np.asarray(a, dtype=np.int64) for a in incidence)
+        n = len(queue) if not per_crossing else int(pf.max(initial=-1)) + 1
+    elif per_crossing:
+        raise ValueError("per_crossing queues need the (flow, link) pair form")
     else:
         coo = sparse.coo_matrix(incidence)
-        pf, pl = coo.row.astype(np.int64), coo.col.astype(np.int64)
-    nl = len(capacity)
+        order = np.lexsort((coo.col, coo.row))
+        pf, pl = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
+        n = incidence.shape[0]
+    queue = np.asarray(queue, dtype=np.int64)
+    pq = queue if per_crossing else queue[pf]
+    if len(pq) != len(pf):
+        raise ValueError(f"queue: {len(pq)} entries for {len(pf)} link crossings")
+    rates = np.zeros(n)
+    if n == 0 or len(pf) == 0:
+        return rates
+    capacity = np.asarray(capacity, dtype=float)
+    span = int(pq.max()) + 1
+    vkeys, vidx = np.unique(pl * span + pq, return_inverse=True)  # sorted: link, then queue
+    vlink = vkeys // span
+    cost = np.ones(len(vkeys))  # capacity used per unit of rate, per virtual link
+    if penalty > 0 and task is not None:
+        tspan = int(np.max(task)) + 1
+        pairs = np.unique(vidx * tspan + np.asarray(task, dtype=np.int64)[pf])
+        cost = 1.0 / efficiency(np.bincount(pairs // tspan, minlength=len(vkeys)), penalty)
+    first = np.r_[0, np.flatnonzero(np.diff(vlink)) + 1]  # first virtual link of each link
+    head = np.repeat(first, np.diff(np.r_[first, len(vkeys)]))
+    tol = EPS * max(float(capacity.max(initial=0.0)), 1.0)
+
+    def virtual_capacity(r: np.ndarray) -> np.ndarray:
+        used = np.bincount(vidx, weights=r[pf], minlength=len(vkeys)) * cost
+        before = np.cumsum(used) - used  # usage of everything before, in link order
+        return np.maximum(capacity[vlink] - (before - before[head]), 0.0)
+
+    vcap = capacity[vlink] if start is None else virtual_capacity(np.asarray(start, float))
+    for _ in range(MAX_ROUNDS):
+        rates = _maxmin(pf, vidx, vcap, cost, n, tol)
+        again = virtual_capacity(rates)
+        if np.allclose(again, vcap, rtol=1e-9, atol=tol):  # the same fill again: settled
+            return rates
+        vcap = again
+    return _by_worst_queue(pf, pl, pq, capacity, task, penalty, n, tol)
+
+
+def _maxmin(
+    pf: np.ndarray, pv: np.ndarray, vcap: np.ndarray, cost: np.ndarray, n: int, tol: float
+) -> np.ndarray:
+    """Exact max-min fair rates by progressive filling over (virtual) links."""
+    rates = np.zeros(n)
+    nv = len(vcap)
+    residual = vcap.copy()
+    active = np.zeros(n, dtype=bool)
+    active[pf] = True
+    while active.any():
+        on = active[pf]
+        counts = np.bincount(pv[on], minlength=nv).astype(float)
+        used = counts > 0
+        if not used.any():
+            break
+        share = np.full(nv, np.inf)
+        share[used] = residual[used] / (counts[used] * cost[used])
+        delta = max(float(share.min()), 0.0)
+        rates[active] += delta
+        residual -= delta * counts * cost
+        saturated = used & (residual <= tol)
+        residual[saturated] = 0.0
+        if not saturated.any():
+            break
+        hit = np.zeros(n, dtype=bool)
+        hit[pf[saturated[pv]]] = True
+        active &= ~hit
+    return rates
+
+
+def _by_worst_queue(
+    pf: np.ndarray,
+    pl: np.ndarray,
+    pq: np.ndarray,
+    capacity: np.ndarray,
+    task: np.ndarray | None,
+    penalty: float,
+    n: int,
+    tol: float,
+) -> np.ndarray:
+    """Fallback where per-link priorities form a cycle and the fixed point does not
+    settle: every flow is filled at its worst queue on the path, level by level, each
+    level max-min fair in what the levels above left (feasible, work-conserving)."""
+    level = np.zeros(n, dtype=np.int64)
+    np.maximum.at(level, pf, pq)
     residual = np.asarray(capacity, dtype=float).copy()
-    tol = EPS * max(float(residual.max(initial=0.0)), 1.0)
-    for lv in np.unique(level):
-        active = level == lv
-        cost = np.ones(nl)  # capacity used per unit of rate, per link
+    rates = np.zeros(n)
+    nl = len(residual)
+    for lv in np.unique(level[pf]):
+        sel = level[pf] == lv
+        cost = np.ones(nl)
         if penalty > 0 and task is not None:
-            sel = active[pf]
-            tasks = np.asarray(task, dtype=np.int64)
-            span = int(tasks.max()) + 1
-            keys = np.unique(pl[sel] * span + tasks[pf[sel]])
-            k = np.bincount(keys // span, minlength=nl)
-            cost = 1.0 / efficiency(k, penalty)
-        while active.any():
-            on = active[pf]
-            counts = np.bincount(pl[on], minlength=nl).astype(float)
-            used = counts > 0
-            if not used.any():
-                break
-            share = np.full(nl, np.inf)
-            share[used] = residual[used] / (counts[used] * cost[used])
-            delta = max(float(share.min()), 0.0)
-            rates[active] += delta
-            residual -= delta * counts * cost
-            saturated = used & (residual <= tol)
-            residual[saturated] = 0.0
-            if not saturated.any():
-                break
-            hit = np.zeros(n, dtype=bool)
-            hit[pf[saturated[pl]]] = True
-            active &= ~hit
+            tspan = int(np.max(task)) + 1
+            keys = np.unique(pl[sel] * tspan + np.asarray(task, dtype=np.int64)[pf[sel]])
+            cost = 1.0 / efficiency(np.bincount(keys // tspan, minlength=nl), penalty)
+        got = _maxmin(pf[sel], pl[sel], residual, cost, n, tol)
+        rates += got
+        residual = np.maximum(
+            residual - np.bincount(pl[sel], weights=got[pf[sel]], minlength=nl) * cost, 0.0
+        )
     return rates

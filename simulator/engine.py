@@ -51,6 +51,17 @@ class SimJob:
     step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per flow
     current_step: int = 0
     specs: tuple[FlowSpec, ...] | None = None  # the flows as the scheduling core sees them
+    rate: np.ndarray = field(default_factory=lambda: np.zeros(0))  # last rates (warm start)
+
+    def __post_init__(self) -> None:
+        # every hop of every flow: its link, its flow, and whether it is the first hop
+        # (the sender's NIC, served by the flow's band; later hops by its DSCP queue)
+        lengths = [len(p) for p in self.paths]
+        self.hop_link = np.concatenate(self.paths) if self.paths else np.zeros(0, np.int64)
+        self.hop_flow = np.repeat(np.arange(len(self.paths)), lengths)
+        self.hop_first = np.zeros(len(self.hop_link), dtype=bool)
+        self.hop_first[np.cumsum([0, *lengths[:-1]])[: len(lengths)]] = True
+        self.rate = np.zeros(len(self.paths))
 
 
 @dataclass
@@ -139,6 +150,7 @@ class Engine:
         self.events = 0
         self.reschedules = 0
         self.delivered = 0.0
+        self.job_index = {id(j): i for i, j in enumerate(self.jobs)}  # task ids (contention)
 
     # -- job life ------------------------------------------------------------------
     def _start_iteration(self, j: SimJob) -> None:
@@ -262,6 +274,8 @@ class Engine:
             j.band = fp.band[row : row + n]
             j.rband = fp.recv_band[row : row + n]
             row += n
+        if row != len(fp.band):
+            raise RuntimeError(f"plan has {len(fp.band)} flows, the simulation {row}")
 
     # -- the loop ------------------------------------------------------------------
     def run(self, max_events: int = 50_000_000) -> SimResult:
@@ -308,46 +322,77 @@ class Engine:
         return self._result()
 
     def _advance_time(self, pending: list[int], next_period: float) -> float:
-        flows, paths, levels, tasks = [], [], [], []
-        for ji, j in enumerate(self.jobs):
-            if j.phase != "comm":
-                continue
-            lv = np.maximum(j.band, j.rband) if len(j.band) else np.zeros(len(j.size))
-            for k in np.flatnonzero(j.remaining > EPS):
-                flows.append((j, k))
-                tasks.append(ji)
-                paths.append(j.paths[k])
-                levels.append(lv[k] if k < len(lv) else 0)
+        active = self._active_flows()
         candidates = []
         if pending and math.isfinite(self.cojobs[pending[0]].arrival):
             candidates.append(self.cojobs[pending[0]].arrival - self.t)
         candidates += [j.until - self.t for j in self.jobs if j.phase == "compute"]
         if self.period > 0:
             candidates.append(next_period - self.t)
-        rates = np.zeros(0)
-        if flows:
-            pair_flow = np.repeat(np.arange(len(paths)), [len(p) for p in paths])
-            rates = allocate(
-                (pair_flow, np.concatenate(paths)),
-                self.topo.capacity,
-                np.asarray(levels),
-                np.asarray(tasks),
-                self.contention,
-            )
-            rem = np.asarray([j.remaining[k] for j, k in flows])
+        rates = self._rates(active) if active else np.zeros(0)
+        if active:
+            rem = np.concatenate([j.remaining[idx] for j, idx in active])
             pos = rates > 0
             if pos.any():
                 candidates.append(float((rem[pos] / rates[pos]).min()))
         dt = min((c for c in candidates if c > 0), default=math.inf)
         if not math.isfinite(dt):
             raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
-        for (j, k), r in zip(flows, rates, strict=True):
-            moved = min(j.remaining[k], r * dt)
-            self.delivered += moved
-            j.remaining[k] -= moved
-            if j.remaining[k] <= EPS * max(1.0, j.size[k]):
-                j.remaining[k] = 0.0
+        off = 0
+        for j, idx in active:
+            r = rates[off : off + len(idx)]
+            off += len(idx)
+            j.rate[:] = 0.0
+            j.rate[idx] = r
+            moved = np.minimum(j.remaining[idx], r * dt)
+            self.delivered += float(moved.sum())
+            left = j.remaining[idx] - moved
+            left[left <= EPS * np.maximum(1.0, j.size[idx])] = 0.0
+            j.remaining[idx] = left
         return dt
+
+    def _active_flows(self) -> list[tuple[SimJob, np.ndarray]]:
+        """Jobs in communication with the flows that still have bytes to move."""
+        out = []
+        for j in self.jobs:
+            if j.phase != "comm":
+                continue
+            if len(j.band) != len(j.size) or len(j.rband) != len(j.size):
+                raise RuntimeError(
+                    f"job {j.job_id}: {len(j.size)} flows but {len(j.band)} bands and "
+                    f"{len(j.rband)} receiver bands (flows and plan out of step)"
+                )
+            idx = np.flatnonzero(j.remaining > EPS)
+            if len(idx):
+                out.append((j, idx))
+        return out
+
+    def _rates(self, active: list[tuple[SimJob, np.ndarray]]) -> np.ndarray:
+        """Rates of the active flows, each hop served by its own queue (per-link strict
+        priority): the sender's NIC by the flow's band, every later hop by its DSCP's."""
+        links, hop_flow, queues, tasks = [], [], [], []
+        base = 0
+        for j, idx in active:
+            live = np.zeros(len(j.size), dtype=bool)
+            live[idx] = True
+            renum = np.full(len(j.size), -1, dtype=np.int64)
+            renum[idx] = base + np.arange(len(idx))
+            sel = live[j.hop_flow]
+            hf = j.hop_flow[sel]
+            links.append(j.hop_link[sel])
+            hop_flow.append(renum[hf])
+            queues.append(np.where(j.hop_first[sel], j.band[hf], j.rband[hf]))
+            tasks.append(np.full(len(idx), self.job_index[id(j)], dtype=np.int64))
+            base += len(idx)
+        return allocate(
+            (np.concatenate(hop_flow), np.concatenate(links)),
+            self.topo.capacity,
+            np.concatenate(queues),
+            np.concatenate(tasks),
+            self.contention,
+            per_crossing=True,
+            start=np.concatenate([j.rate[idx] for j, idx in active]),
+        )
 
     def _result(self) -> SimResult:
         stages, jobs = [], []

@@ -47,9 +47,11 @@ def test_lower_queue_gets_what_higher_leaves_work_conservation():
     assert r.sum() == pytest.approx(10)
 
 
-def test_flow_level_is_its_worst_queue_on_the_path():
-    # f0 has queue 0 on link 0 but queue 4 downstream: it is filled at level 4, after f1
-    r = allocate(inc([[0, 1], [1]], 2), np.array([10.0, 3.0]), np.array([4, 1]))
+def test_a_flow_below_on_one_hop_gets_what_is_left_there():
+    # f0 has queue 0 on link 0 but queue 4 on link 1, where f1 (queue 1) fills the link:
+    # f0 is held at what link 1 leaves, whatever its priority on link 0
+    pairs = (np.array([0, 0, 1]), np.array([0, 1, 1]))
+    r = allocate(pairs, np.array([10.0, 3.0]), [0, 4, 1], per_crossing=True)
     assert r == pytest.approx([0, 3])
 
 
@@ -92,3 +94,53 @@ def test_pair_arrays_and_matrix_give_the_same_rates():
     a = allocate(m, np.array([1.0, 2.0]), np.zeros(3))
     b = allocate((coo.row, coo.col), np.array([1.0, 2.0]), np.zeros(3))
     assert a == pytest.approx(b)
+
+
+def crossing(paths: list[list[tuple[int, int]]]) -> tuple[tuple[np.ndarray, np.ndarray], list]:
+    """(flow, link) pairs and per-crossing queues of paths of (link, queue) hops."""
+    pf = [i for i, p in enumerate(paths) for _ in p]
+    pl = [link for p in paths for link, _ in p]
+    return (np.array(pf), np.array(pl)), [q for p in paths for _, q in p]
+
+
+def test_each_link_serves_a_flow_by_its_own_queue_there():
+    """The issue's example: on a shared 10-unit NIC, A has NIC band 1 (receiver band 5)
+    and B NIC band 2 (receiver band 1), receivers apart. A priority qdisc serves A first.
+    Filling each flow at its worst queue on the path (the old model) gave B everything."""
+    pairs, queues = crossing([[(0, 1), (1, 5)], [(0, 2), (2, 1)]])
+    r = allocate(pairs, np.array([10.0, 10.0, 10.0]), queues, per_crossing=True)
+    assert r == pytest.approx([10, 0])
+
+
+def test_same_queue_flows_share_fairly_when_one_is_held_back_elsewhere():
+    """A and D share link 0 in queue 1; on link 1, E (queue 0) is above D, and E is capped
+    at 8 by link 2. E takes 8 of link 1, D the 2 left, A the 8 D leaves on link 0 (a
+    filling that let A run ahead while D waited would give A 9 or 10)."""
+    pairs, queues = crossing([[(0, 1)], [(0, 1), (1, 1)], [(1, 0), (2, 0)]])
+    r = allocate(pairs, np.array([10.0, 10.0, 8.0]), queues, per_crossing=True)
+    assert r == pytest.approx([8, 2, 8])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_per_link_queues_from_one_global_order_are_feasible_and_saturate(data):
+    """Queues per link taken from one global rank (as bands are): the fixed point is
+    feasible and every flow crosses a saturated link (nobody could grow alone)."""
+    links = data.draw(st.integers(1, 5))
+    n = data.draw(st.integers(1, 8))
+    paths = [
+        sorted(set(data.draw(st.lists(st.integers(0, links - 1), min_size=1, max_size=3))))
+        for _ in range(n)
+    ]
+    rank = data.draw(st.permutations(range(n)))
+    cap = np.array(data.draw(st.lists(st.floats(0.5, 10), min_size=links, max_size=links)))
+    merge = data.draw(st.integers(1, 3))  # ranks past a few share a queue, as bands do
+    hops = [[(link, min(rank[i], merge)) for link in p] for i, p in enumerate(paths)]
+    pairs, queues = crossing(hops)
+    r = allocate(pairs, cap, queues, per_crossing=True)
+    load = np.bincount(pairs[1], weights=r[pairs[0]], minlength=links)
+    assert (r >= -1e-9).all()
+    assert (load <= cap + 1e-6).all()
+    saturated = load >= cap - 1e-6
+    for i, p in enumerate(paths):
+        assert saturated[p].any(), (i, p, r, load, cap)

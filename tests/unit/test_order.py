@@ -143,3 +143,22 @@ def test_tiny_instances_against_brute_force(chains):
     assert lb <= opt * (1 + 1e-6)
     if all(len(c) == 1 for c in chains):
         assert sct <= 2 * opt * (1 + 1e-6)
+
+
+def test_exact_ties_follow_the_tie_key_even_when_weights_reach_zero():
+    """Every stage on one port with weight proportional to load: every step is a tie, and
+    after the first one the tied adjusted weights are all 0 up to rounding residues
+    (e.g. 0.7 x 3 - 3 x 0.7 = 4e-16). The documented rule must decide, not the residues:
+    among ties the largest tie key goes last."""
+    vals = np.array([0.7, 0.3, 0.1, 0.1])
+    tie_key = np.array([3.0, 1.0, 2.0, 0.0])
+    got = primal_dual_order(sparse.csr_matrix(vals.reshape(-1, 1)), 3.0 * vals, None, tie_key)
+    assert got.order.tolist() == [3, 1, 2, 0]  # ascending tie key
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(2, 8))
+        vals = np.round(rng.uniform(0.1, 1.0, n), 1)
+        key = rng.permutation(n).astype(float)
+        loads = sparse.csr_matrix(vals.reshape(-1, 1))
+        order = primal_dual_order(loads, rng.choice([0.3, 1.1, 3.0, 7.0]) * vals, None, key)
+        assert order.order.tolist() == np.argsort(key).tolist()

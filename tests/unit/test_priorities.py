@@ -105,6 +105,7 @@ def test_dscp_encoding_in_the_tos_byte():
     ("kwargs", "message"),
     [
         ({"queues": 1}, "^queues: must be between 2 and 16"),
+        ({"queues": 0}, "^queues: must be between 2 and 16"),
         ({"queues": 2, "reserved": (0,)}, "^queues: no band left"),
         ({"reserved": (9,)}, r"^reserved\[0\]: band 9 out of range"),
         ({"dscp": (1, 2, 3)}, "^dscp: needs one code point per band"),

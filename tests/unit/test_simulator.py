@@ -157,3 +157,19 @@ def test_sweep_writes_its_plot_and_json(tmp_path):
     assert [pt["results"]["fs"]["avg_sct"] for pt in res["points"]] == [8.0, 8.0]
     assert res["normalized_avg_sct"]["grouper"] == pytest.approx([6.5 / 8, 6.5 / 8])
     assert (out / "period.png").stat().st_size > 0
+
+
+def test_the_engine_serves_the_first_hop_by_band_and_later_hops_by_dscp_queue():
+    """h1 sends job A to h2 and job B to h3 on a big switch. A has NIC band 1 but
+    receiver band 5, B NIC band 2 but receiver band 1: h1's NIC (the only shared link)
+    serves A first, so A gets the whole link and B nothing."""
+    jobs = [
+        Cojob(c, (1,), (Job.explicit("j", [FlowSpec("h1", d, 10.0)]),))
+        for c, d in (("A", "h2"), ("B", "h3"))
+    ]
+    eng = Engine(jobs, bigswitch(["h1", "h2", "h3"], 10.0), "grouper")
+    for j, (band, rband) in zip(eng.jobs, [(1, 5), (2, 1)], strict=True):
+        eng._start_comm(j)
+        j.band, j.rband = np.array([band]), np.array([rband])
+    rates = eng._rates(eng._active_flows())
+    assert rates == pytest.approx([10.0, 0.0])
