@@ -197,9 +197,12 @@ def build_snapshot(
                     a_rows.append(r)
                     a_cols.append(first_job + j)
                     a_vals.append(rem[k])
+        # every job with work left is in the cojob's current stage: one that finished its
+        # iterations of it waits at the stage barrier and sends nothing, so the next
+        # stage must not take a band before the barrier lifts
+        current = row_of_stage[min(row_of_stage)] if row_of_stage else -1
         for rem in remaining:
-            active = next((k for k, x in enumerate(rem) if x), None)
-            job_stage.append(row_of_stage[active] if active is not None else -1)
+            job_stage.append(current if any(rem) else -1)
     tables.entries = used
 
     nj, ns = len(job_ids), len(stage_ids)

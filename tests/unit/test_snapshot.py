@@ -66,3 +66,25 @@ def test_stage_chain_links_unfinished_stages():
     assert snap.stage_prev.tolist() == [-1, 0]
     assert snap.stage_number.tolist() == [2, 3]
     assert snap.job_stage.tolist() == [0]
+
+
+def test_a_job_waiting_at_the_stage_barrier_does_not_activate_the_next_stage():
+    """Job a finished its 2 iterations of stage 1, job b has one left: a waits at the
+    barrier, so both are in stage 1 and stage 2 takes no band on h1 yet (it used to
+    take band 2 as soon as a reached the barrier)."""
+    from pda.policies import flow_priorities, schedule
+    from pda.priorities import QueueConfig
+
+    cj = Cojob(
+        "c",
+        (2, 2),
+        (
+            Job.explicit("a", [FlowSpec("h1", "h2", 1.0)], done=2),
+            Job.explicit("b", [FlowSpec("h1", "h3", 1.0)], done=1),
+        ),
+    )
+    snap = build_snapshot([cj], HOSTS, known_survivors=False)
+    assert snap.stage_ids == ["c/1", "c/2"]
+    assert snap.job_stage.tolist() == [0, 0]
+    fp = flow_priorities(snap, schedule(snap, "grouper"), QueueConfig())
+    assert fp.band.tolist() == [1, 1], "both flows carry stage 1's band"
