@@ -43,7 +43,6 @@ class Schedule:
     loads: sparse.csr_matrix
     order: np.ndarray  # unit rows, highest priority first; empty for fs
     flow_unit: np.ndarray  # unit row of every snapshot flow, -1 if none
-    late: np.ndarray | None = None  # units not in the previous order (arrived since)
 
     def ordered_ids(self) -> list[str]:
         return [self.unit_ids[i] for i in self.order]
@@ -52,7 +51,7 @@ class Schedule:
 def schedule(snap: Snapshot, policy: str, previous: list[str] | None = None) -> Schedule:
     """The policy's order; with ``previous`` (unit ids of the last order) no new order
     is computed: known units keep their previous order and units that arrived since
-    are appended, marked ``late`` (they go through admission)."""
+    are appended at its end (``pda/priorities.py`` says what bands they then get)."""
     sched = _units(snap, policy)
     if sched.unit_kind == "none":
         return sched
@@ -64,8 +63,6 @@ def schedule(snap: Snapshot, policy: str, previous: list[str] | None = None) -> 
     seen = set(known)
     late = [i for i in range(len(sched.unit_ids)) if i not in seen]
     sched.order = np.asarray(known + late, dtype=np.int64)
-    sched.late = np.zeros(len(sched.unit_ids), dtype=bool)
-    sched.late[late] = True
     return sched
 
 
@@ -125,7 +122,6 @@ def flow_priorities(
         snap.flow_dst,
         len(snap.hosts),
         cfg,
-        late=sched.late,
         unlimited=unlimited,
     )
 

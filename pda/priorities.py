@@ -12,6 +12,12 @@ ranks. Ranks fill the data bands in order; ranks past the last data band share i
 admission is off. With admission on, at most two units share the last data band: its
 owner and the first overflow unit that AdaDUAL admits (its load on the port against the
 owner's); the other overflow units wait in the scavenger band.
+
+Units that arrived since the order was computed (between two PDA runs) sit at its end
+and follow the same rule, once: ranked inside the data bands (a band is free) they take
+that band, below every ordered unit, with nobody to share it; ranked past them they are
+overflow units like any other (DESIGN.md step 3: admission decides only where sharing
+is unavoidable).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import numpy as np
 from scipy import sparse
 
 from grouper.errors import ConfigError
-from pda.admission import ContentionModel, adadual_admit
+from pda.admission import ContentionModel
 
 
 def default_dscp_table(
@@ -148,16 +154,13 @@ def port_bands(
     order: np.ndarray,
     cfg: QueueConfig,
     active: np.ndarray | None = None,
-    late: np.ndarray | None = None,
     unlimited: bool = False,
 ) -> PortBands:
     """Rank the units on every port in global order and turn ranks into bands.
 
     Only ``active`` units (those with traffic now, e.g. the stage each job is in) take
     a rank; a cojob's later stages get theirs when they start, so they do not use up
-    the few queues a port has. ``late`` units arrived after the order was computed (they
-    sit at its end): with admission on, each must pass AdaDUAL against the ordered
-    units already on the port, or it waits in the scavenger band. ``unlimited`` gives
+    the few queues a port has. ``unlimited`` gives
     every rank its own band (the infinite-queue ablation; bands may exceed ``queues``).
     """
     coo = sparse.coo_matrix(loads)
@@ -181,13 +184,6 @@ def port_bands(
         bands = data[0] + rank
         return PortBands(sparse.csr_matrix((bands + 1, (units, ports)), shape=loads.shape))
     bands = data[np.minimum(rank, nd - 1)]
-    if late is not None and cfg.admission is not None and cfg.scavenger_band is not None:
-        is_late = np.asarray(late, dtype=bool)[units]
-        for i in np.flatnonzero(is_late):
-            lo, hi = np.searchsorted(ports, [ports[i], ports[i] + 1])
-            others = [vals[j] for j in range(lo, hi) if not is_late[j]]
-            if not adadual_admit(vals[i], others, cfg.admission):
-                bands[i] = cfg.scavenger_band
     if cfg.admission is not None and cfg.scavenger_band is not None:
         # overflow units of a port: the first (in global order) that AdaDUAL admits next
         # to the last band's owner shares that band; the others wait in the scavenger band
@@ -223,7 +219,6 @@ def map_priorities(
     flow_dst: np.ndarray,
     num_hosts: int,
     cfg: QueueConfig,
-    late: np.ndarray | None = None,
     unlimited: bool = False,
 ) -> FlowPriorities:
     """Bands and DSCPs of flows whose unit is ``flow_unit`` (-1: not scheduled).
@@ -233,7 +228,7 @@ def map_priorities(
     """
     active = np.zeros(loads.shape[0], dtype=bool)
     active[flow_unit[flow_unit >= 0]] = True
-    pb = port_bands(loads, order, cfg, active, late, unlimited)
+    pb = port_bands(loads, order, cfg, active, unlimited)
     table = np.asarray(cfg.dscp_table, dtype=np.int64)
     n = len(flow_unit)
     band = np.full(n, cfg.default_band, dtype=np.int64)

@@ -87,6 +87,31 @@ def test_overflow_with_admission_shares_once_and_rest_wait_in_scavenger():
     assert bands_for(many_stages_one_port([5, 9, 4, 2, 1]), cfg) == [1, 2, 3, 2, 3]
 
 
+def late_bands(ordered, late, cfg):
+    """Bands on one port when ``ordered`` stage sizes were ordered (in that order) and
+    ``late`` ones arrived since the last PDA run (appended, as between two periods)."""
+    snap = many_stages_one_port([*ordered, *late])
+    previous = [f"c{i}/1" for i in range(len(ordered))]
+    return flow_priorities(snap, schedule(snap, "grouper", previous), cfg).band.tolist()
+
+
+def test_a_late_stage_takes_a_free_data_band():
+    # data bands 1..6: two ordered stages leave band 3 free; no sharing, no admission
+    # (it used to wait in the scavenger band whenever its port had two ordered stages)
+    assert late_bands([5, 9], [100], QueueConfig()) == [1, 2, 3]
+
+
+def test_a_late_stage_past_the_data_bands_is_an_overflow_unit_like_any_other():
+    model = ContentionModel(a=0.0, b=1.0, eta=0.5)  # share if new/old < 1/3
+    cfg = QueueConfig(queues=4, admission=model)  # data bands 1, 2; scavenger 3
+    assert late_bands([5, 9], [2], cfg) == [1, 2, 2], "admitted next to the owner (2/9)"
+    assert late_bands([5, 9], [4], cfg) == [1, 2, 3], "refused (4/9): scavenger"
+    # an ordered overflow unit comes first; a late one admitted after it still waits
+    assert late_bands([5, 9, 2], [1], cfg) == [1, 2, 2, 3]
+    # a refused ordered overflow unit leaves the share to the late one
+    assert late_bands([5, 9, 4], [1], cfg) == [1, 2, 3, 2]
+
+
 def test_dscp_encoding_in_the_tos_byte():
     assert tos_byte(46) == 0xB8  # EF
     assert tos_byte(8) == 0x20  # CS1
