@@ -24,6 +24,7 @@ from grouper.cluster_config import ClusterConfig
 from grouper.errors import ConfigError
 from grouper.flows import parse_inbound_key
 from grouper.v1 import agent_pb2 as pb
+from pda.planning import Planner
 from pda.snapshot import FlowTables
 
 COLLECT = pb.SessionRequest(collect=pb.CollectRequest())
@@ -68,6 +69,12 @@ class Coordinator:
         self.last_stats: CycleStats | None = None
         # jobs seen ending, while agents still report them: (cojob, job) -> (how, stages)
         self.ended: dict[tuple[str, str], tuple[str, int]] = {}
+        self.planner = self._planner(cfg)
+
+    @staticmethod
+    def _planner(cfg: ClusterConfig) -> Planner:
+        s = cfg.scheduling
+        return Planner(s.policy, cfg.queues, s.period)
 
     # -- config ----------------------------------------------------------------------
     def reload(self, cfg: ClusterConfig) -> None:
@@ -92,6 +99,8 @@ class Coordinator:
             self.metrics.agent_up.remove(link.host.name)
         self.up_count = sum(lk.up for lk in self.links.values())
         self.metrics.agents_up.set(self.up_count)
+        if (cfg.scheduling, cfg.queues) != (self.cfg.scheduling, self.cfg.queues):
+            self.planner = self._planner(cfg)  # the next plan orders afresh
         self.cfg = cfg
         log.info("config reloaded: %d hosts, policy %s", len(cfg.hosts), cfg.scheduling.policy)
 
@@ -191,7 +200,7 @@ class Coordinator:
         t1 = time.perf_counter()
         reports = {link.host.name: link.jobs for link in links}
         model = merge_reports(reports, tuple(self.links), self.stage_started, self.merge_cache)
-        planned = plan_hosts(model, self.cfg.scheduling.policy, self.cfg.queues, self.tables)
+        planned = plan_hosts(model, self.planner, time.monotonic(), self.tables)
         t2 = time.perf_counter()
         if log.isEnabledFor(logging.DEBUG) and self.last_stats is not None:
             if planned.order != self.last_stats.order:

@@ -1,4 +1,5 @@
-"""Model -> per-host plans keyed by flow id (pure). The same pda/ calls as the simulator."""
+"""Model -> per-host plans keyed by flow id (pure): ``pda.planning.Planner``, the
+planner the simulator calls, with the bands keyed by the agents' flow ids."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import numpy as np
 
 from coordinator.snapshot import Model
 from grouper.flows import inbound_key, parse_port_flow
-from pda.policies import flow_priorities, schedule
-from pda.priorities import QueueConfig
+from pda.planning import Planner
 from pda.snapshot import FlowTables, build_snapshot
 
 # flow id -> (band, dscp) of the flows a host sends, and inbound_key -> the control
@@ -26,11 +26,11 @@ class Planned:
 
 
 def plan_hosts(
-    model: Model, policy: str, queues: QueueConfig, tables: FlowTables | None = None
+    model: Model, planner: Planner, now: float, tables: FlowTables | None = None
 ) -> Planned:
     snap = build_snapshot(model.cojobs, model.hosts, known_survivors=False, tables=tables)
-    sched = schedule(snap, policy)
-    pr = flow_priorities(snap, sched, queues)
+    pr = planner.plan(snap, now)
+    queues = planner.queues
     plans: dict[str, HostPlan] = {h: {} for h in model.hosts}
     remote = np.flatnonzero(snap.flow_src != snap.flow_dst).tolist()
     bands, dscps = pr.band.tolist(), pr.dscp.tolist()
@@ -42,7 +42,7 @@ def plan_hosts(
         inbound = _inbound(ids[i], src[i])
         if inbound is not None and inbound[0] in plans:
             plans[inbound[0]][inbound[1]] = ctl
-    return Planned(plans, sched.ordered_ids(), len(snap.stage_ids))
+    return Planned(plans, pr.order, len(snap.stage_ids))
 
 
 @lru_cache(maxsize=1 << 18)

@@ -7,11 +7,11 @@ iteration starts when all of them are done. A stage ends when every job in it ha
 finished its iterations; then the jobs that lose (their hidden stage count is reached)
 are killed and the survivors start the next stage.
 
-Scheduling uses ``pda/`` exactly as the coordinator does: at every period boundary
-(``period = 0``: at every event) the policy orders the units and they are mapped to
-per-port bands with the same queues, reserved bands, scavenger band and admission.
-Between boundaries, when stages start or end, the previous order is re-mapped: the
-next stage moves up at once and stages that arrived since go through AdaDUAL.
+Scheduling calls the coordinator's planner (``pda.planning.Planner``): a plan at
+every period boundary (progress is seen there, as the coordinator collects it) and at
+every stage change or arrival (the coordinator's events); the planner orders afresh
+once a period has passed since the last fresh order and otherwise re-maps the last
+order (``period = 0``: afresh at every event and iteration).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pda.model import Cojob, FlowSpec, Job
-from pda.policies import flow_priorities, knows_survivors, schedule
+from pda.planning import Planner
+from pda.policies import knows_survivors
 from pda.priorities import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
@@ -146,7 +147,10 @@ class Engine:
         self.contention = contention  # eta / b of Eq. 5; 0 = ideal fluid sharing
         self.released: list[int] = []  # cojobs whose trigger fired, waiting to start
         self.t = 0.0
-        self.last_order: list[str] | None = None
+        self.planner = Planner(policy, self.queues, period, unlimited=unlimited)
+        # (time, cojobs as planned, FlowPlan) of every plan when a list is given: what a
+        # test feeds the coordinator's planner to compare
+        self.trace: list | None = None
         self.events = 0
         self.reschedules = 0
         self.delivered = 0.0
@@ -231,20 +235,16 @@ class Engine:
     def _active_cojobs(self) -> list[int]:
         return [g for g, c in enumerate(self.cojobs) if 0 <= c.stage < len(c.iters)]
 
-    def _reschedule(self, fresh: bool) -> None:
-        self.reschedules += fresh
+    def _replan(self) -> None:
+        """Plan the live flows with the planner the coordinator uses (``pda.planning``)."""
         live = [
             j
             for g in self._active_cojobs()
             for j in (self.jobs[i] for i in self.cojobs[g].jobs)
             if j.phase != "dead"
         ]
-        if self.policy == "fs" or not live:
-            for j in live:
-                j.band = np.zeros(len(j.size), np.int64)
-                j.rband = j.band
+        if not live:
             return
-        hosts = self.topo.hosts
         model = []
         for g in self._active_cojobs():
             c = self.cojobs[g]
@@ -261,26 +261,24 @@ class Engine:
             )
             started = tuple(c.started) + (math.inf,) * (len(c.iters) - len(c.started))
             model.append(Cojob(c.cojob_id, c.iters, jobs, c.arrival, started))
+        hosts = self.topo.hosts
         snap = build_snapshot(model, hosts, known_survivors=self.knows, tables=self.tables)
-        sched = schedule(
-            snap, self.policy, None if fresh or self.last_order is None else self.last_order
-        )
-        if fresh or self.last_order is None:
-            self.last_order = sched.ordered_ids()
-        fp = flow_priorities(snap, sched, self.queues, unlimited=self.unlimited)
+        plan = self.planner.plan(snap, self.t)
+        self.reschedules += plan.fresh
         row = 0
         for j in live:
             n = len(j.size)
-            j.band = fp.band[row : row + n]
-            j.rband = fp.recv_band[row : row + n]
+            j.band = plan.band[row : row + n]
+            j.rband = plan.recv_band[row : row + n]
             row += n
-        if row != len(fp.band):
-            raise RuntimeError(f"plan has {len(fp.band)} flows, the simulation {row}")
+        if row != len(plan.band):
+            raise RuntimeError(f"plan has {len(plan.band)} flows, the simulation {row}")
+        if self.trace is not None:
+            self.trace.append((self.t, model, plan))
 
     # -- the loop ------------------------------------------------------------------
     def run(self, max_events: int = 50_000_000) -> SimResult:
         pending = list(range(len(self.cojobs)))
-        next_period = 0.0
         while True:
             changed = fresh_needed = False
             progressed = True
@@ -308,16 +306,14 @@ class Engine:
             self.events += 1
             if self.events > max_events:
                 raise RuntimeError("simulation exceeded its event budget")
+            # as the coordinator: progress is seen at period boundaries, stage changes
+            # and arrivals at once (events); the planner decides fresh order or re-map
             if self.period == 0:
                 if fresh_needed or changed:
-                    self._reschedule(fresh=True)
-            elif self.t >= next_period - EPS:
-                self._reschedule(fresh=True)
-                while next_period <= self.t + EPS:
-                    next_period += self.period
-            elif changed:
-                self._reschedule(fresh=False)
-            dt = self._advance_time(pending, next_period)
+                    self._replan()
+            elif changed or self.t >= self.planner.next_fresh - EPS:
+                self._replan()
+            dt = self._advance_time(pending, self.planner.next_fresh)
             self.t += dt
         return self._result()
 

@@ -11,9 +11,15 @@ from coordinator.planner import plan_hosts
 from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob, merge_reports
 from grouper.errors import ConfigError
 from grouper.v1 import agent_pb2 as pb
+from pda.planning import Planner
 from pda.priorities import QueueConfig
 
 HOSTS = {"h1", "h2", "h3"}
+
+
+def fresh(policy: str) -> Planner:
+    """A planner whose first plan orders afresh, as the coordinator's first cycle."""
+    return Planner(policy, QueueConfig(), 1.0)
 
 
 def js(cojob="A", job="j", src="h1", dst="h2", port=5001, stages=(4, 8), done=0, **kw):
@@ -91,7 +97,7 @@ def test_fuzz_reports_never_crash_and_what_passes_can_be_scheduled(report):
     assert len(jobs) + len(errors) == len(report.jobs)
     assert all(e.startswith("report.jobs[") for e in errors)
     model = merge_reports({"h1": jobs}, ("h1", "h2", "h3"))
-    plan_hosts(model, "grouper", QueueConfig())
+    plan_hosts(model, fresh("grouper"), 0.0)
 
 
 def rj(cojob, job, flows, done=0, finished=False, stages=(4, 8), arrival=0.0):
@@ -134,7 +140,7 @@ def test_same_flow_id_from_two_senders_is_two_flows():
     }
     model = merge_reports(reports, ("h1", "h2", "h3"))
     assert model.flow_src == ["h1", "h2"]
-    planned = plan_hosts(model, "grouper", QueueConfig())
+    planned = plan_hosts(model, fresh("grouper"), 0.0)
     assert planned.plans["h1"] == planned.plans["h2"] == {"A/j/h3:7": (1, 48)}
 
 
@@ -145,13 +151,13 @@ def test_plans_key_flows_by_id_and_rank_stages_per_sender():
             rj("B", "j", [("B/j/h2:2", "h1", "h2", 9.0)], arrival=1.0),
         ]
     }
-    planned = plan_hosts(merge_reports(reports, ("h1", "h2")), "grouper", QueueConfig())
+    planned = plan_hosts(merge_reports(reports, ("h1", "h2")), fresh("grouper"), 0.0)
     assert planned.order == ["A/1", "A/2", "B/1", "B/2"]
     assert planned.plans["h1"] == {"A/j/h2:1": (1, 48), "B/j/h2:2": (2, 40)}
     # the receiver learns the port-matched flows it receives: its ACKs on them are ours
     ctl = (0, QueueConfig().dscp_table[0])
     assert planned.plans["h2"] == {"inbound:h1:1": ctl, "inbound:h1:2": ctl}
-    fs = plan_hosts(merge_reports(reports, ("h1", "h2")), "fs", QueueConfig())
+    fs = plan_hosts(merge_reports(reports, ("h1", "h2")), fresh("fs"), 0.0)
     assert set(fs.plans["h1"].values()) == {(6, QueueConfig().dscp_table[6])}
 
 
@@ -188,6 +194,7 @@ def test_host_flows_of_jobs_known_by_their_processes_are_planned_by_id():
     jobs, errors, _ = parse_report(report, "h1", HOSTS)
     assert errors == []
     assert [list(j.job.flows) for j in jobs] == [["A/j/h2:*"], ["B/j/h2:*"]]
-    planned = plan_hosts(merge_reports({"h1": jobs}, ("h1", "h2", "h3")), "grouper", QueueConfig())
+    model = merge_reports({"h1": jobs}, ("h1", "h2", "h3"))
+    planned = plan_hosts(model, fresh("grouper"), 0.0)
     assert planned.plans["h1"] == {"A/j/h2:*": (1, 48), "B/j/h2:*": (2, 40)}
     assert planned.plans["h2"] == {}, "host flows need no inbound entry: the receiver finds them"
