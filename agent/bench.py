@@ -16,8 +16,8 @@ import subprocess
 import sys
 import time
 
-from grouper.errors import ConfigError
-from grouper.output import write_json
+from common.errors import ConfigError
+from common.output import write_json
 
 
 def bench_agent(flows: int, runs: int, json_path: str | None) -> int:

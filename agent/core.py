@@ -16,10 +16,10 @@ from agent.discovery.procs import Proc, alive
 from agent.discovery.tracker import JobKey, Tracker
 from agent.metrics import AgentMetrics
 from agent.plan import Connections, Rule, RuleKey, compose, plan_entries
-from agent.registration import Flow, JobEntry, reported_flows
 from agent.registry import Event, Registry
-from grouper.errors import ConfigError
-from grouper.flows import host_flow_id
+from common.errors import ConfigError
+from common.flows import host_flow_id
+from common.registration import Flow, JobEntry, reported_flows
 from pda.priorities import QueueConfig
 
 log = logging.getLogger("grouper.agent")

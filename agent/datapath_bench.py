@@ -29,8 +29,8 @@ import sys
 import time
 from typing import Any
 
-from grouper.errors import ConfigError
-from grouper.output import write_json
+from common.errors import ConfigError
+from common.output import write_json
 
 STATES = ("none", "nft", "agent", "agent_10k")
 MQ_STATES = (*STATES, "agent_10k_single")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 
 log = logging.getLogger("grouper.agent.jsonl")
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent.registration import Flow
-from grouper import validate as v
-from grouper.errors import ConfigError
-from grouper.flows import inbound_key, parse_host_flow, parse_inbound_key
+from common import validate as v
+from common.errors import ConfigError
+from common.flows import inbound_key, parse_host_flow, parse_inbound_key
+from common.registration import Flow
 from pda.priorities import QueueConfig
 
 # ("dport" | "sport" | "in_sport" | "in_dport", peer address, port)

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.discovery import procs as P
-from agent.registration import Flow, JobEntry, parse_registration
-from grouper import validate as v
-from grouper.errors import ConfigError
+from common import validate as v
+from common.errors import ConfigError
+from common.registration import Flow, JobEntry, parse_registration
 
 FINISHED_GRACE = 300.0  # seconds a finished job stays visible
 

@@ -9,32 +9,9 @@ from typing import Any
 import grpc
 
 from agent.core import AgentCore
-from agent.registration import Flow, JobEntry
+from common.registration import Flow, JobEntry, registration_dict
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-
-
-def registration_dict(m: pb.JobRegistration) -> dict[str, Any]:
-    return {
-        "cojob_id": m.cojob_id,
-        "job_id": m.job_id,
-        "arch": m.arch,
-        "stage_iterations": list(m.stage_iterations),
-        "model_bytes": m.model_bytes,
-        "flows": [
-            {
-                "src_host": f.src_host,
-                "dst_host": f.dst_host,
-                "dst_port": f.dst_port,
-                "src_port": f.src_port,
-                "bytes_per_iteration": f.bytes_per_iteration,
-            }
-            for f in m.flows
-        ],
-        "compute_time": m.compute_time,
-        "arrival": m.arrival,
-        "pids": list(m.pids),
-    }
 
 
 def registration_msg(job: JobEntry, flows: list[Flow]) -> pb.JobRegistration:

@@ -17,10 +17,10 @@ from typing import Any
 
 import grpc
 
+from common.errors import ConfigError
+from common.output import write_json
 from coordinator.loop import Coordinator
 from grouper.cluster_config import parse_cluster_config
-from grouper.errors import ConfigError
-from grouper.output import write_json
 from grouper.v1 import agent_pb2 as pb
 from workloads.random_instance import random_cojobs
 

@@ -11,10 +11,10 @@ import signal
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from common.errors import ConfigError
 from coordinator.loop import Coordinator
 from coordinator.metrics import CoordinatorMetrics
 from grouper.cluster_config import load_cluster_config
-from grouper.errors import ConfigError
 
 log = logging.getLogger("grouper.coordinator")
 

@@ -12,12 +12,11 @@ from typing import Any
 
 import grpc
 
-from agent.registry import parse_registration
-from agent.service import registration_dict
+from common.errors import ConfigError
+from common.registration import parse_registration, registration_dict
 from coordinator.planner import HostPlan
 from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
 from grouper.cluster_config import ClusterConfig, HostConfig
-from grouper.errors import ConfigError
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 

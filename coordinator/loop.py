@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import grpc
 
+from common.errors import ConfigError
+from common.flows import parse_inbound_key
 from coordinator.heap import HeapKeeper
 from coordinator.links import AgentLink, LinkError, parse_report
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.planner import HostPlan, plan_hosts
 from coordinator.snapshot import MergeCache, merge_reports
 from grouper.cluster_config import ClusterConfig
-from grouper.errors import ConfigError
-from grouper.flows import parse_inbound_key
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
 from pda.snapshot import FlowTables

@@ -8,8 +8,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from common.flows import inbound_key, parse_port_flow
 from coordinator.snapshot import Model
-from grouper.flows import inbound_key, parse_port_flow
 from pda.planning import Planner
 from pda.snapshot import FlowTables, build_snapshot
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from grouper.errors import ConfigError
-from grouper.output import write_json
+from common.errors import ConfigError
+from common.output import write_json
 from pda.order import pda_order
 from pda.snapshot import build_snapshot
 from workloads.random_instance import random_cojobs

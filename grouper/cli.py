@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from common.errors import ConfigError
 from grouper import argtypes as T
-from grouper.errors import ConfigError
 
 
 def _cmd_order(args: argparse.Namespace) -> int:

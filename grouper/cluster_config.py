@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grouper import validate as v
-from grouper.errors import ConfigError
-from grouper.yamlfile import load_yaml_file
+from common import validate as v
+from common.errors import ConfigError
+from common.yamlfile import load_yaml_file
 from pda.admission import ContentionModel
 from pda.policies import POLICIES
 from pda.priorities import QueueConfig

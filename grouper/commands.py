@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from grouper.errors import ConfigError
-from grouper.output import table, write_json
+from common.errors import ConfigError
+from common.output import table, write_json
 from pda.lowerbound import lp_lower_bound
 from pda.policies import POLICIES, host_plans, schedule
 from pda.priorities import QueueConfig

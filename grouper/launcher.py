@@ -22,8 +22,8 @@ import sys
 import warnings
 from typing import Any
 
+from common.errors import ConfigError
 from grouper import client
-from grouper.errors import ConfigError
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

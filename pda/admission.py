@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grouper.errors import ConfigError
-
-ARCHS = ("ps", "ring", "flows")
+from common.errors import ConfigError
 
 
 @dataclass(frozen=True)

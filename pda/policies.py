@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from pda.order import pda_order, primal_dual_order
 from pda.priorities import FlowPriorities, QueueConfig, map_priorities
 from pda.snapshot import Snapshot

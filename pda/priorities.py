@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from pda.admission import ContentionModel
 
 

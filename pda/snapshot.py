@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from pda.model import Cojob
 
 

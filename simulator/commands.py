@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from grouper.errors import ConfigError
-from grouper.output import table, write_json
+from common.errors import ConfigError
+from common.output import table, write_json
 from pda.lowerbound import lp_lower_bound
 from pda.snapshot import build_snapshot
 from simulator import report

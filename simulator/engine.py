@@ -27,7 +27,7 @@ from pda.policies import knows_survivors
 from pda.priorities import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
-from simulator.topology import Topology
+from workloads.topology import Topology
 
 EPS = 1e-9
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from pda.admission import ContentionModel
 from pda.policies import POLICIES
 from pda.priorities import QueueConfig
 from simulator.engine import Engine, SimResult
-from simulator.topology import Topology, bigswitch, parse_topology
 from workloads.schema import Workload
+from workloads.topology import Topology, bigswitch, parse_topology
 
 SIM_POLICIES = (*POLICIES, "grouper-noadmit", "grouper-infinite")
 

@@ -7,16 +7,16 @@ import os
 import shutil
 from pathlib import Path
 
-from grouper.errors import ConfigError
-from grouper.output import table, write_json
+from common.errors import ConfigError
+from common.output import table, write_json
 from pda.priorities import QueueConfig
 from simulator import report
 from simulator.run import run_policies
-from simulator.topology import leafspine_args
 from topologies.experiment import Emulation
 from topologies.leafspine import LeafSpine
 from workloads import load_workload
 from workloads.schema import Workload
+from workloads.topology import leafspine_args
 
 EXPERIMENTS = ("small", "testbed-mini")
 

@@ -6,8 +6,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from grouper.errors import ConfigError
-from grouper.output import table, write_json
+from common.errors import ConfigError
+from common.output import table, write_json
 from pda.priorities import QueueConfig
 from simulator.run import run_policies
 from topologies.commands import spec_of

@@ -28,8 +28,8 @@ from typing import Any
 import grpc
 import yaml
 
-from grouper import validate as v
-from grouper.errors import ConfigError
+from common import validate as v
+from common.errors import ConfigError
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from topologies.experiment import ROOT, Emulation

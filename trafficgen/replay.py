@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from grouper.flows import flow_id
+from common.flows import flow_id
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.model import Cojob, Job

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pda.model import Cojob, Job
-from simulator.placement import Placer
+from workloads.placement import Placer
 from workloads.schema import Workload
 
 MODELS = {  # name: (bytes, compute seconds per iteration)
@@ -127,7 +127,7 @@ def sim60(
     (compute = alone transfer time / comm_ratio).
     """
     if not 0 < load <= 10:
-        from grouper.errors import ConfigError
+        from common.errors import ConfigError
 
         raise ConfigError("--load", f"must be in (0, 10], got {load}")
     rng = np.random.default_rng(seed)

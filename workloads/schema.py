@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from grouper import validate as v
-from grouper.errors import ConfigError
-from grouper.yamlfile import parse_yaml, read_text
-from pda.model import ARCHS, Cojob, FlowSpec, Job
+from common import validate as v
+from common.errors import ConfigError
+from common.flows import ARCHS
+from common.yamlfile import parse_yaml, read_text
+from pda.model import Cojob, FlowSpec, Job
 
 TOP_KEYS = ("name", "description", "hosts", "topology", "capacity", "time_unit", "cojobs")
 # a leafspine topology's capacity comes from its link speed
@@ -70,7 +71,7 @@ def load_workload(spec: str, **params: float) -> Workload:
 
 
 def _hosts_from_topology(spec: str, path: str) -> tuple[str, ...]:
-    from simulator.topology import parse_topology
+    from workloads.topology import parse_topology
 
     try:
         return parse_topology(spec).hosts

@@ -33,9 +33,9 @@ from typing import Any
 
 import yaml
 
-from grouper.errors import ConfigError
-from grouper.flows import host_flow_id
-from grouper.output import write_json
+from common.errors import ConfigError
+from common.flows import host_flow_id
+from common.output import write_json
 from pda.priorities import QueueConfig
 
 PORT = 5001

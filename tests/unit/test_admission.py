@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from pda.admission import ContentionModel, adadual_admit, two_task_average
 
 MODEL = ContentionModel(a=0.0, b=1.0, eta=0.5)  # threshold b / 2(b+eta) = 1/3

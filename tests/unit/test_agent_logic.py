@@ -9,7 +9,7 @@ from agent.kernel.layout import BandLayout
 from agent.kernel.nft_rules import count_changes, render_changes, render_table
 from agent.plan import Rule, desired_rules
 from agent.registry import Registry
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from pda.priorities import QueueConfig
 
 ADDR = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}

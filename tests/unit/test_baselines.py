@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import POLICIES, host_plans, schedule
 from pda.priorities import QueueConfig

@@ -26,7 +26,7 @@ class SyncRegistry(pbg.RegistryServicer):
         self.calls: list[str] = []
 
     def _do(self, kind: str, data: dict):
-        from grouper.errors import ConfigError
+        from common.errors import ConfigError
         from grouper.v1 import agent_pb2 as pb
 
         self.calls.append(kind)
@@ -42,7 +42,7 @@ class SyncRegistry(pbg.RegistryServicer):
         return pb.Ack(ok=True)
 
     def RegisterJob(self, request, context):
-        from agent.service import registration_dict
+        from common.registration import registration_dict
 
         return self._do("register", registration_dict(request))
 

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.errors import ConfigError
 from coordinator.links import parse_report
 from coordinator.planner import plan_hosts
 from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob, merge_reports
-from grouper.errors import ConfigError
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
 from pda.priorities import QueueConfig

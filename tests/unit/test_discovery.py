@@ -17,9 +17,9 @@ from agent.discovery.load import LoadEstimate, round2
 from agent.discovery.sockdiag import SockDiag, TcpSocket
 from agent.discovery.tracker import Tracker
 from agent.plan import Rule, compose, plan_entries
-from agent.registration import Flow, parse_registration, reported_flows
 from agent.registry import FINISHED_GRACE, Registry
-from grouper.errors import ConfigError
+from common.errors import ConfigError
+from common.registration import Flow, parse_registration, reported_flows
 from pda.priorities import QueueConfig
 
 HOSTS = {"10.0.0.1": "a", "10.0.0.2": "b", "10.0.0.3": "c", "fd00::2": "b"}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from pda.admission import ContentionModel, adadual_admit
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import flow_priorities, host_plans, schedule

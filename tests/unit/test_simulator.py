@@ -12,12 +12,12 @@ import pytest
 
 from pda.model import Cojob, FlowSpec, Job
 from simulator.engine import Engine
-from simulator.placement import Placer
 from simulator.run import run_policies
-from simulator.topology import bigswitch, leafspine, parse_topology
 from workloads import load_workload
 from workloads.generators import halving_runs
 from workloads.generators import testbed as make_testbed
+from workloads.placement import Placer
+from workloads.topology import bigswitch, leafspine, parse_topology
 
 
 def test_fig3_policies_match_the_paper():

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 from tests.unit.helpers import with_change
 from workloads import load_workload, parse_workload
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from grouper import yamlfile
-from grouper.errors import ConfigError
+from common import yamlfile
+from common.errors import ConfigError
 
 SAMPLE = "cluster: a\nhosts:\n  - {name: h1, address: 10.0.0.1, nic: eth0}\n"
 

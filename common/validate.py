@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from grouper.errors import ConfigError, short
+from common.errors import ConfigError, short
 
 _MISSING = object()
 

@@ -1,6 +1,8 @@
-"""The flow id contract shared by agents and the coordinator."""
+"""The flow and job id contract shared by agents, the coordinator and the scheduler."""
 
 from __future__ import annotations
+
+ARCHS = ("ps", "ring", "flows")  # job architectures a registration or workload may name
 
 
 def flow_id(cojob: str, job: str, dst_host: str, dst_port: int, src_port: int = 0) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 
 PLACEMENTS = ("random", "first-fit", "list", "lwf", "sjf-bco")
 

@@ -12,10 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from grouper import validate as v
-from grouper.errors import ConfigError
-from grouper.flows import flow_id
-from pda.model import ARCHS
+from common import validate as v
+from common.errors import ConfigError
+from common.flows import ARCHS, flow_id
 
 
 @dataclass(frozen=True)
@@ -179,3 +178,28 @@ def reported_flows(job: JobEntry, destinations: set[str], host: str) -> list[Flo
         if size > 0:
             out.append(Flow(host, h, 0, 0, size))
     return out
+
+
+def registration_dict(m: Any) -> dict[str, Any]:
+    """A ``grouper.v1.JobRegistration`` message as the dict ``parse_registration`` reads
+    (agents receive it from jobs, the coordinator in reports)."""
+    return {
+        "cojob_id": m.cojob_id,
+        "job_id": m.job_id,
+        "arch": m.arch,
+        "stage_iterations": list(m.stage_iterations),
+        "model_bytes": m.model_bytes,
+        "flows": [
+            {
+                "src_host": f.src_host,
+                "dst_host": f.dst_host,
+                "dst_port": f.dst_port,
+                "src_port": f.src_port,
+                "bytes_per_iteration": f.bytes_per_iteration,
+            }
+            for f in m.flows
+        ],
+        "compute_time": m.compute_time,
+        "arrival": m.arrival,
+        "pids": list(m.pids),
+    }

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 
 
 @dataclass

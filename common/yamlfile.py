@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from grouper.errors import ConfigError
+from common.errors import ConfigError
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64  # nesting levels; our formats need fewer than ten
