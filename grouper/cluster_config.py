@@ -16,9 +16,9 @@ from typing import Any
 from common import validate as v
 from common.errors import ConfigError
 from common.yamlfile import load_yaml_file
-from pda.admission import ContentionModel
 from pda.policies import POLICIES
 from pda.priorities import QueueConfig
+from pda.settings import parse_admission, parse_queues
 
 BACKENDS = ("auto", "prio", "htb")
 MULTIQUEUE = ("per-queue", "single")
@@ -131,8 +131,8 @@ def parse_cluster_config(data: Any) -> ClusterConfig:
     top = v.mapping(data, "", TOP)
     name = v.string(v.get(top, "cluster", ""), "cluster")
     hosts = _hosts(v.get(top, "hosts", ""))
-    admission = _admission(top.get("admission", {}))
-    queues = _queues(top.get("queues", {}), admission)
+    admission = parse_admission(top.get("admission", {}))
+    queues = parse_queues(top.get("queues", {}), admission)
     sched = _scheduling(top.get("scheduling", {}))
     failure = _failure(top.get("failure", {}))
     agent = _agent(top.get("agent", {}))
@@ -236,39 +236,6 @@ def _hosts(raw: Any) -> tuple[HostConfig, ...]:
         addrs.add(address)
         out.append(HostConfig(name, address, agent, nic, link, address6))
     return tuple(out)
-
-
-def _admission(raw: Any) -> ContentionModel | None:
-    m = v.mapping(raw, "admission", ("enabled", "a", "b", "eta"))
-    enabled = m.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ConfigError("admission.enabled", f"expected true or false, got {enabled!r}")
-    d = ContentionModel()
-    a = v.number(m.get("a", d.a), "admission.a", minimum=0)
-    b = v.number(m.get("b", d.b), "admission.b", positive=True)
-    eta = v.number(m.get("eta", d.eta), "admission.eta", minimum=0)
-    return ContentionModel(a, b, eta) if enabled else None
-
-
-def _queues(raw: Any, admission: ContentionModel | None) -> QueueConfig:
-    m = v.mapping(raw, "queues", ("count", "reserved", "scavenger", "dscp", "min_share"))
-    count = v.integer(m.get("count", 8), "queues.count", minimum=2)
-    reserved = tuple(
-        v.integer(x, f"queues.reserved[{i}]", minimum=0)
-        for i, x in enumerate(v.sequence(m.get("reserved", [0]), "queues.reserved"))
-    )
-    scav_raw = m.get("scavenger", -1)
-    scavenger = None if scav_raw is None else v.integer(scav_raw, "queues.scavenger", minimum=-1)
-    dscp = tuple(
-        v.integer(x, f"queues.dscp[{i}]", minimum=0)
-        for i, x in enumerate(v.sequence(m.get("dscp", []), "queues.dscp"))
-    )
-    share = v.number(m.get("min_share", 0.001), "queues.min_share", positive=True)
-    try:
-        return QueueConfig(count, reserved, scavenger, dscp, admission, share)
-    except ConfigError as exc:
-        mapped = {"queues": "count"}.get(exc.path, exc.path)
-        raise ConfigError(f"queues.{mapped}", exc.problem) from None
 
 
 def _scheduling(raw: Any) -> SchedulingConfig:

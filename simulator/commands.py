@@ -57,7 +57,9 @@ def simulate(args: object) -> int:
         "time_unit": wl.time_unit,
         "params": wl.meta,
         "period": wl.period if args.period is None else args.period,
-        "contention": not args.no_contention,
+        "contention": "none" if args.no_contention else wl.contention,
+        "ps_mode": wl.ps_mode,
+        "queues": None if wl.queues is None else wl.queues.queues,
         "results": results,
         "files": files,
     }

@@ -103,6 +103,7 @@ class Engine:
         unlimited: bool = False,
         release_after: dict[str, tuple[str, int]] | None = None,
         contention: float = 0.0,
+        ps_overlap: bool = False,
     ) -> None:
         self.topo = topo
         self.policy = policy
@@ -124,9 +125,11 @@ class Engine:
                     for k, (s, d) in enumerate(zip(src, dst, strict=True))
                 ]
                 ids.append(len(self.jobs))
+                # PS flows alternate push, pull (Job.ps): sequential mode runs the pulls
+                # once every push is in, overlap mode runs both at once
                 step = (
                     np.arange(len(job.flows)) % 2
-                    if job.arch == "ps"
+                    if job.arch == "ps" and not ps_overlap
                     else np.zeros(len(job.flows), np.int64)
                 )
                 self.jobs.append(

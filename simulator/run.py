@@ -62,6 +62,7 @@ def engine_for(
         unlimited=unlimited,
         release_after=wl.release_after,
         contention=contention,
+        ps_overlap=wl.ps_mode == "overlap",
     )
 
 
@@ -107,19 +108,20 @@ def run_policies(
     contention: bool = True,
     progress: bool = True,
 ) -> dict[str, PolicyRun]:
-    """Run every policy on ``wl``. With ``contention`` (default) links follow Eq. 5's
-    contention model with the admission parameters (b, eta); textbook workloads without
-    seconds (``time_unit`` other than s) always use ideal sharing."""
+    """Run every policy on ``wl``. Links follow the workload's contention model
+    (``model.contention``: Eq. 5 with the admission parameters b and eta, or ideal
+    sharing); ``contention=False`` forces ideal sharing. Queues come from ``queues``,
+    else the workload's ``scheduling`` section, else the defaults."""
     for p in policies:
         if p not in SIM_POLICIES:
             raise ConfigError(
                 "--policies", f"unknown policy {p!r} (known: {', '.join(SIM_POLICIES)})"
             )
-    queues = queues or QueueConfig(admission=ContentionModel())
+    queues = queues or wl.queues or QueueConfig(admission=ContentionModel())
     topo = topology_of(wl, seed)
     period = wl.period if period is None else period
     model = queues.admission or ContentionModel()
-    penalty = model.eta / model.b if contention and wl.time_unit == "s" else 0.0
+    penalty = model.eta / model.b if contention and wl.contention == "wang" else 0.0
     alone = alone_durations(wl, topo, penalty)
     out = {}
     for i, p in enumerate(policies):

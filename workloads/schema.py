@@ -15,8 +15,17 @@ from common.errors import ConfigError
 from common.flows import ARCHS
 from common.yamlfile import parse_yaml, read_text
 from pda.model import Cojob, FlowSpec, Job
+from pda.priorities import QueueConfig
+from pda.settings import parse_admission, parse_queues
 
-TOP_KEYS = ("name", "description", "hosts", "topology", "capacity", "time_unit", "cojobs")
+TOP_KEYS = (
+    "name", "description", "hosts", "topology", "capacity", "time_unit", "scheduling",
+    "model", "cojobs",
+)  # fmt: skip
+SCHEDULING_KEYS = ("period", "queues", "admission")
+MODEL_KEYS = ("ps_mode", "contention")
+PS_MODES = ("sequential", "overlap")
+CONTENTION_MODELS = ("wang", "none")
 # a leafspine topology's capacity comes from its link speed
 COJOB_KEYS = ("id", "arrival", "stages", "jobs")
 MAX_ARRIVAL = 1e9  # time units; an arrival past it would never come in any experiment
@@ -46,6 +55,12 @@ class Workload:
     release_after: dict[str, tuple[str, int]] = field(default_factory=dict)
     period: float = 0.0  # default scheduling period for experiments (0 = every event)
     meta: dict = field(default_factory=dict)  # generator parameters (scale factors, seed)
+    queues: QueueConfig | None = None  # scheduling.queues/admission; None: the defaults
+    # PS iterations: push then pull ("sequential") or both at once ("overlap")
+    ps_mode: str = "sequential"
+    # link sharing between jobs: Wang et al.'s Eq. 5 ("wang") or ideal fluid ("none");
+    # unset in a file: "wang" for workloads in seconds, "none" for textbook time units
+    contention: str = "wang"
 
 
 def load_workload(spec: str, **params: float) -> Workload:
@@ -110,6 +125,9 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
         seen.add(cj.cojob_id)
         cojobs.append(cj)
     topology = top.get("topology")
+    period, queues = _scheduling(top.get("scheduling", {}))
+    model = v.mapping(top.get("model", {}), "model", MODEL_KEYS)
+    default_contention = "wang" if time_unit == "s" else "none"
     return Workload(
         name,
         hosts,
@@ -117,7 +135,25 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
         capacity,
         time_unit,
         topology=str(topology) if topology else None,
+        period=period,
+        queues=queues,
+        ps_mode=v.choice(model.get("ps_mode", "sequential"), "model.ps_mode", PS_MODES),
+        contention=v.choice(
+            model.get("contention", default_contention), "model.contention", CONTENTION_MODELS
+        ),
     )
+
+
+def _scheduling(raw: Any) -> tuple[float, QueueConfig | None]:
+    """``scheduling: {period, queues, admission}`` -> (period, queue config or None)."""
+    m = v.mapping(raw, "scheduling", SCHEDULING_KEYS)
+    period = v.number(m.get("period", 0.0), "scheduling.period", minimum=0)
+    if period > 3600:
+        raise ConfigError("scheduling.period", f"must be at most 3600, got {period:g}")
+    if "queues" not in m and "admission" not in m:
+        return period, None
+    admission = parse_admission(m.get("admission", {}), "scheduling.")
+    return period, parse_queues(m.get("queues", {}), admission, "scheduling.")
 
 
 def _hosts(raw: Any, path: str, known: set[str]) -> tuple[str, ...]:

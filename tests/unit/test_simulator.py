@@ -173,3 +173,30 @@ def test_the_engine_serves_the_first_hop_by_band_and_later_hops_by_dscp_queue():
         j.band, j.rband = np.array([band]), np.array([rband])
     rates = eng._rates(eng._active_flows())
     assert rates == pytest.approx([10.0, 0.0])
+
+
+@pytest.mark.parametrize(("mode", "sct"), [("sequential", 16.0), ("overlap", 8.0)])
+def test_ps_mode_sequential_pushes_then_pulls_overlap_does_both(mode, sct):
+    """2 workers, 1 server, 2 bytes per worker and direction, unit links: a push phase
+    loads the server's downlink with 4 (4 s), a pull phase its uplink (4 s); two
+    iterations take 16 s in sequence, 8 s when push and pull overlap."""
+    from workloads import parse_workload
+
+    wl = parse_workload(
+        {
+            "hosts": ["h1", "h2", "h3"],
+            "model": {"ps_mode": mode, "contention": "none"},
+            "cojobs": [
+                {
+                    "id": "a",
+                    "stages": [2],
+                    "jobs": [
+                        {"id": "j", "arch": "ps", "model_bytes": 2,
+                         "workers": ["h1", "h2"], "servers": ["h3"]}  # fmt: skip
+                    ],
+                }
+            ],
+        }
+    )
+    r = run_policies(wl, ["fs"], progress=False)["fs"]
+    assert r.summary["avg_sct"] == pytest.approx(sct)

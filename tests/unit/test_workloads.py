@@ -163,3 +163,32 @@ def test_results_of_a_workload_stay_inside_the_output_folder(tmp_path):
     assert all(
         p.parts[:2] == ("results", "simulate") for p in written - {odd.relative_to(tmp_path)}
     )
+
+
+def test_scheduling_and_model_sections():
+    data = dict(GOOD, time_unit="s")
+    data["scheduling"] = {"period": 0.5, "queues": {"count": 4}, "admission": {"eta": 0}}
+    data["model"] = {"ps_mode": "overlap", "contention": "none"}
+    wl = parse_workload(data)
+    assert (wl.period, wl.ps_mode, wl.contention) == (0.5, "overlap", "none")
+    assert wl.queues.queues == 4 and wl.queues.admission.eta == 0
+    plain = parse_workload(dict(GOOD, time_unit="s"))
+    assert (plain.queues, plain.ps_mode, plain.contention) == (None, "sequential", "wang")
+    assert parse_workload(dict(GOOD, time_unit="unit")).contention == "none"
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "message"),
+    [
+        ("scheduling", {"period": -1}, r"^scheduling\.period: must be at least 0"),
+        ("scheduling", {"period": 1e9}, r"^scheduling\.period: must be at most 3600"),
+        ("scheduling", {"queues": {"count": 1}}, r"^scheduling\.queues\.count: must be at least"),
+        ("scheduling", {"admission": {"b": 0}}, r"^scheduling\.admission\.b: must be positive"),
+        ("scheduling", {"policy": "x"}, r"^scheduling\.policy: unknown key"),
+        ("model", {"ps_mode": "async"}, r"^model\.ps_mode: must be one of sequential, overlap"),
+        ("model", {"contention": "tcp"}, r"^model\.contention: must be one of wang, none"),
+    ],
+)
+def test_bad_scheduling_and_model_sections_name_the_field(section, value, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_workload(dict(GOOD, **{section: value}))

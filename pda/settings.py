@@ -1,0 +1,52 @@
+"""Queue and admission settings read from plain mappings (pure: no files).
+
+The cluster config (``queues:``, ``admission:``) and a workload's ``scheduling:``
+section describe the same things; both read them here, with field paths under
+``prefix`` in their errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common import validate as v
+from common.errors import ConfigError
+from pda.admission import ContentionModel
+from pda.priorities import QueueConfig
+
+
+def parse_admission(raw: Any, prefix: str = "") -> ContentionModel | None:
+    """``{enabled, a, b, eta}`` -> the contention model, or None when disabled."""
+    path = f"{prefix}admission"
+    m = v.mapping(raw, path, ("enabled", "a", "b", "eta"))
+    enabled = m.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{path}.enabled", f"expected true or false, got {enabled!r}")
+    d = ContentionModel()
+    a = v.number(m.get("a", d.a), f"{path}.a", minimum=0)
+    b = v.number(m.get("b", d.b), f"{path}.b", positive=True)
+    eta = v.number(m.get("eta", d.eta), f"{path}.eta", minimum=0)
+    return ContentionModel(a, b, eta) if enabled else None
+
+
+def parse_queues(raw: Any, admission: ContentionModel | None, prefix: str = "") -> QueueConfig:
+    """``{count, reserved, scavenger, dscp, min_share}`` -> QueueConfig."""
+    path = f"{prefix}queues"
+    m = v.mapping(raw, path, ("count", "reserved", "scavenger", "dscp", "min_share"))
+    count = v.integer(m.get("count", 8), f"{path}.count", minimum=2)
+    reserved = tuple(
+        v.integer(x, f"{path}.reserved[{i}]", minimum=0)
+        for i, x in enumerate(v.sequence(m.get("reserved", [0]), f"{path}.reserved"))
+    )
+    scav_raw = m.get("scavenger", -1)
+    scavenger = None if scav_raw is None else v.integer(scav_raw, f"{path}.scavenger", minimum=-1)
+    dscp = tuple(
+        v.integer(x, f"{path}.dscp[{i}]", minimum=0)
+        for i, x in enumerate(v.sequence(m.get("dscp", []), f"{path}.dscp"))
+    )
+    share = v.number(m.get("min_share", 0.001), f"{path}.min_share", positive=True)
+    try:
+        return QueueConfig(count, reserved, scavenger, dscp, admission, share)
+    except ConfigError as exc:
+        mapped = {"queues": "count"}.get(exc.path, exc.path)
+        raise ConfigError(f"{path}.{mapped}", exc.problem) from None
