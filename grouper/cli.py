@@ -169,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ideal fluid sharing instead of Eq. 5's contention model",
     )
+    sim.add_argument(
+        "--jobs",
+        type=T.count(1, 256),
+        help="sweep: points run in parallel (default: every local core)",
+    )
     sim.add_argument("--out", help="directory for CSV and PNG files")
     sim.add_argument("--json", metavar="PATH")
     em = add(

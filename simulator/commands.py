@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from common.errors import ConfigError
@@ -106,14 +108,12 @@ def sweep(args: object) -> int:
     policies = [p for p in args.policies.split(",") if p]
     if args.what == "online":
         policies = ["fs", "grouper", "grouper-offline"]
-    if args.what == "period":
-        policies = [p for p in policies if p != "fs"] or ["grouper"]
-        policies = ["fs", *policies]
+    # every point is normalised by fair sharing's average SCT: fs always runs, first
+    policies = ["fs", *([p for p in policies if p != "fs"] or ["grouper"])]
     if args.values:
         values = [float(x) for x in args.values.split(",")]
     out = Path(args.out or f"results/sweep/{args.what}")
-    table_rows, series = [], {p: [] for p in policies}
-    points = []
+    tasks = []
     for x in values:
         params = _params(args)
         period = args.period
@@ -121,11 +121,11 @@ def sweep(args: object) -> int:
             period = x
         else:
             params[param] = x
-        wl = load_workload(args.workload, **params)
-        runs = run_policies(
-            wl, policies, period=period, seed=args.seed, contention=not args.no_contention
-        )
-        res = {p: r.summary for p, r in runs.items()}
+        tasks.append((args.workload, params, policies, period, args.seed, not args.no_contention))
+    summaries = _run_points(tasks, args.jobs or os.cpu_count() or 1)
+    table_rows, series = [], {p: [] for p in policies}
+    points = []
+    for x, res in zip(values, summaries, strict=True):
         points.append({param: x, "results": res})
         for p in policies:
             series[p].append(res[p]["avg_sct"] / res["fs"]["avg_sct"])
@@ -163,3 +163,36 @@ def sweep(args: object) -> int:
         print(table(table_rows, header))
         print(f"plot: {png}")
     return 0
+
+
+def _point(task: tuple) -> dict[str, dict]:
+    """One sweep point (a process of its own): the summaries of every policy."""
+    workload, params, policies, period, seed, contention = task
+    wl = load_workload(workload, **params)
+    runs = run_policies(
+        wl, policies, period=period, seed=seed, contention=contention, progress=False
+    )
+    return {p: r.summary for p, r in runs.items()}
+
+
+def _run_points(tasks: list[tuple], jobs: int) -> list[dict[str, dict]]:
+    """Every point, on ``jobs`` local processes, with a progress bar (points, ETA) on a
+    terminal. Each point is seeded on its own, so results do not depend on ``jobs``."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(tasks), unit="point", desc="sweep", disable=None)
+    try:
+        if jobs <= 1 or len(tasks) <= 1:
+            out = []
+            for t in tasks:
+                out.append(_point(t))
+                bar.update()
+            return out
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+            futures = [pool.submit(_point, t) for t in tasks]
+            for f in as_completed(futures):
+                f.result()  # a failed point stops the sweep with its error
+                bar.update()
+            return [f.result() for f in futures]
+    finally:
+        bar.close()

@@ -9,7 +9,6 @@ duration divided by its duration when its cojob runs alone on the same topology
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, replace
 
@@ -124,27 +123,12 @@ def run_policies(
     penalty = model.eta / model.b if contention and wl.contention == "wang" else 0.0
     alone = alone_durations(wl, topo, penalty)
     out = {}
-    for i, p in enumerate(policies):
+    from tqdm import tqdm
+
+    bar = tqdm(policies, unit="policy", desc="simulate", disable=None if progress else True)
+    for p in bar:
+        bar.set_postfix_str(p)
         t0 = time.perf_counter()
-        if progress:
-            _bar(i, len(policies), p)
         r = engine_for(wl, p, topo, period, queues, penalty).run()
         out[p] = PolicyRun(r, summarize(r, alone), time.perf_counter() - t0)
-    if progress:
-        _bar(len(policies), len(policies), "done")
     return out
-
-
-def _bar(done: int, total: int, label: str) -> None:
-    if not sys.stderr.isatty():
-        print(f"[{done}/{total}] {label}", file=sys.stderr, flush=True)
-        return
-    width = 30
-    fill = int(width * done / max(total, 1))
-    end = "\n" if done == total else ""
-    print(
-        f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {label:20s}",
-        end=end,
-        file=sys.stderr,
-        flush=True,
-    )

@@ -200,3 +200,19 @@ def test_ps_mode_sequential_pushes_then_pulls_overlap_does_both(mode, sct):
     )
     r = run_policies(wl, ["fs"], progress=False)["fs"]
     assert r.summary["avg_sct"] == pytest.approx(sct)
+
+
+def test_sweep_points_in_parallel_give_the_same_results(tmp_path):
+    def sweep(jobs: int) -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-m", "grouper.cli", "simulate", "sweep", "--what", "period",
+             "--workload", "builtin:fig3", "--values", "0,0.5,1,2", "--policies", "grouper",
+             "--jobs", str(jobs), "--out", str(tmp_path / str(jobs)), "--json", "-"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return json.loads(proc.stdout)
+
+    one, two = sweep(1), sweep(2)
+    assert one["points"] == two["points"]
+    assert [p["period"] for p in one["points"]] == [0.0, 0.5, 1.0, 2.0]
+    assert set(one["points"][0]["results"]) == {"fs", "grouper"}, "fs always runs (the base)"
