@@ -82,6 +82,15 @@ class NetPair:
         self.procs.append(p)
         return p
 
+    def sink(self, ns: str, *ports: int) -> subprocess.Popen:
+        """``tests/tcp_tool.py sink`` on ``ports`` in ``ns``, listening when it returns."""
+        p = self.popen(
+            ns, sys.executable, "tests/tcp_tool.py", "sink", *map(str, ports),
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        return p
+
     def close(self) -> None:
         for p in self.procs:
             if p.poll() is None:

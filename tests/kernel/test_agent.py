@@ -146,17 +146,7 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
     register(agent, "c1", ports)
     plan = [(f"c1/j1/b:{p}", band, TABLE[band]) for band, p in enumerate(ports, start=1)]
     assert apply(agent, 1, plan).applied
-    sink = pair.popen(
-        pair.b,
-        sys.executable,
-        "tests/tcp_tool.py",
-        "sink",
-        *map(str, ports),
-        "7070",
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert sink.stdout.readline().strip() == "ready"
+    pair.sink(pair.b, *ports, 7070)
     pcap = tmp_path / "rx.pcap"
     dump = pair.popen(
         pair.b,
@@ -231,20 +221,8 @@ def test_only_our_connections_acks_and_handshakes_are_remarked(pair, agent_env, 
     agent = agent_env().start()
     register(agent, "c1", [6001])
     assert apply(agent, 1, [("c1/j1/b:6001", 1, TABLE[1])], inbound=[("b", 6300)]).applied
-    sinks = [
-        pair.popen(
-            ns,
-            sys.executable,
-            "tests/tcp_tool.py",
-            "sink",
-            *ports,
-            stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for ns, ports in ((pair.b, ("6001", "6002")), (pair.a, ("6300", "6301")))
-    ]
-    for s in sinks:
-        assert s.stdout.readline().strip() == "ready"
+    pair.sink(pair.b, 6001, 6002)
+    pair.sink(pair.a, 6300, 6301)
     dump, pcap = capture(pair, tmp_path, pair.b, pair.nic_b)
     tool = (sys.executable, "tests/tcp_tool.py", "send")
     pair.run(pair.a, *tool, pair.addr_b, "6001", "300000")
@@ -417,17 +395,8 @@ def test_prometheus_endpoint_exports_band_counters(pair, agent_env):
     agent.start()
     register(agent, "c1", [5201])
     assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
-    sink = pair.popen(
-        pair.b,
-        sys.executable,
-        "tests/tcp_tool.py",
-        "sink",
-        "5201",
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    sink = pair.sink(pair.b, 5201)
     try:
-        assert sink.stdout.readline().strip() == "ready"
         pair.run(pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, "5201", "20000")
     finally:
         sink.terminate()

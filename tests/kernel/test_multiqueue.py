@@ -9,7 +9,6 @@ agent must leave the NIC's qdiscs exactly as they were. Checked with ``tc -j``.
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 
@@ -17,7 +16,7 @@ import pytest
 
 from agent.kernel.layout import HANDLE_MAJOR, BandLayout, child_major
 from pda.priorities import QueueConfig
-from tests.kernel.test_agent import BACKENDS, apply, register
+from tests.kernel.test_agent import BACKENDS, TABLE, apply, register
 from tests.netns import pin_tx_queue, root_qdisc, tc_json
 
 TXQ = 4
@@ -63,19 +62,9 @@ def test_every_tx_queue_gets_a_band_qdisc_that_serves_our_bands(pair, agent_env,
 
     ports = [6101 + q for q in range(TXQ)]  # port of queue q is planned into band q + 1
     register(agent, "c1", ports)
-    plan = [(f"c1/j1/b:{p}", q + 1, 8 * (6 - q)) for q, p in enumerate(ports)]
+    plan = [(f"c1/j1/b:{p}", q + 1, TABLE[q + 1]) for q, p in enumerate(ports)]
     assert apply(agent, 1, plan).applied, "plan refused"
-    sink = pair.popen(
-        pair.b,
-        sys.executable,
-        "tests/tcp_tool.py",
-        "sink",
-        *map(str, ports),
-        "6200",
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert sink.stdout.readline().strip() == "ready"
+    pair.sink(pair.b, *ports, 6200)
     for q, p in enumerate(ports):
         pin_tx_queue(pair.a, pair.nic_a, q, TXQ)
         pair.run(pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, str(p), "200000")
