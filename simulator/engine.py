@@ -63,6 +63,17 @@ class SimJob:
         self.hop_first = np.zeros(len(self.hop_link), dtype=bool)
         self.hop_first[np.cumsum([0, *lengths[:-1]])[: len(lengths)]] = True
         self.rate = np.zeros(len(self.paths))
+        self._queues: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def hop_queues(self) -> np.ndarray:
+        """Queue of every hop under the bands in force (cached until a new plan gives
+        new band arrays; the cache holds them, so they are compared by identity)."""
+        c = self._queues
+        if c is None or c[0] is not self.band or c[1] is not self.rband:
+            hf = self.hop_flow
+            q = np.where(self.hop_first, self.band[hf], self.rband[hf])
+            self._queues = c = (self.band, self.rband, q)
+        return c[2]
 
 
 @dataclass
@@ -372,6 +383,13 @@ class Engine:
         links, hop_flow, queues, tasks = [], [], [], []
         base = 0
         for j, idx in active:
+            if len(idx) == len(j.size):  # every flow still moving: the whole hop table
+                links.append(j.hop_link)
+                hop_flow.append(j.hop_flow + base)
+                queues.append(j.hop_queues())
+                tasks.append(np.full(len(idx), self.job_index[id(j)], dtype=np.int64))
+                base += len(idx)
+                continue
             live = np.zeros(len(j.size), dtype=bool)
             live[idx] = True
             renum = np.full(len(j.size), -1, dtype=np.int64)
