@@ -77,6 +77,24 @@ def label(value: Any, path: str) -> str:
     return text
 
 
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
+
+
+def hostname(value: Any, path: str) -> str:
+    """A valid host name (RFC 1123: dot-separated labels of letters, digits and inner
+    hyphens, 63 characters each, 253 in all): it names a host in flow ids, in
+    certificates and on the command line."""
+    text = string(value, path)
+    if len(text) > 253 or not _HOSTNAME.fullmatch(text):
+        raise ConfigError(
+            path,
+            f"{short(text)} is not a valid host name (letters, digits, inner '-', "
+            "dot-separated labels)",
+        )
+    return text
+
+
 def label_from_path(spec: str) -> str:
     """A plain name derived from a file path (its stem, other characters as ``_``)."""
     from pathlib import PurePath

@@ -205,7 +205,7 @@ def _hosts(raw: Any) -> tuple[HostConfig, ...]:
     for i, item in enumerate(v.sequence(raw, "hosts", min_len=1)):
         path = f"hosts[{i}]"
         m = v.mapping(item, path, ("name", "address", "address6", "agent", "nic", "link_mbps"))
-        name = v.string(v.get(m, "name", path), f"{path}.name")
+        name = v.hostname(v.get(m, "name", path), f"{path}.name")
         if name in names:
             raise ConfigError(f"{path}.name", f"duplicate host {name!r}")
         address = v.string(v.get(m, "address", path), f"{path}.address")

@@ -45,6 +45,11 @@ def parse_queues(raw: Any, admission: ContentionModel | None, prefix: str = "") 
         for i, x in enumerate(v.sequence(m.get("dscp", []), f"{path}.dscp"))
     )
     share = v.number(m.get("min_share", 0.001), f"{path}.min_share", positive=True)
+    if scavenger is not None and scavenger not in (-1, count - 1):
+        # waiting stages must sit below every data band, or they would pass them
+        raise ConfigError(
+            f"{path}.scavenger", f"must be the lowest band ({count - 1}) or -1, got {scavenger}"
+        )
     try:
         return QueueConfig(count, reserved, scavenger, dscp, admission, share)
     except ConfigError as exc:
