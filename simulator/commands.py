@@ -61,6 +61,7 @@ def simulate(args: object) -> int:
         "period": wl.period if args.period is None else args.period,
         "contention": "none" if args.no_contention else wl.contention,
         "ps_mode": wl.ps_mode,
+        "local_traffic": wl.local_traffic,
         "queues": None if wl.queues is None else wl.queues.queues,
         "results": results,
         "files": files,

@@ -115,6 +115,7 @@ class Engine:
         release_after: dict[str, tuple[str, int]] | None = None,
         contention: float = 0.0,
         ps_overlap: bool = False,
+        local_on_ports: bool = False,
     ) -> None:
         self.topo = topo
         self.policy = policy
@@ -159,6 +160,9 @@ class Engine:
             self.cojobs.append(SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids))
         self.release_after = release_after or {}
         self.contention = contention  # eta / b of Eq. 5; 0 = ideal fluid sharing
+        # host-local flows (same source and destination host) are dropped, or cross the
+        # host's own uplink and downlink (model.local_traffic: ports)
+        self.local_on_ports = local_on_ports
         self.released: list[int] = []  # cojobs whose trigger fired, waiting to start
         self.t = 0.0
         self.planner = Planner(policy, self.queues, period, unlimited=unlimited)
@@ -181,7 +185,8 @@ class Engine:
         """Start communication step ``step`` of an iteration: PS pushes are step 0 and
         pulls step 1 (a server answers once it has every push); other jobs have one."""
         j.phase, j.until, j.current_step = "comm", math.inf, step
-        j.remaining = np.where((j.src == j.dst) | (j.step != step), 0.0, j.size)
+        local = np.zeros(len(j.src), dtype=bool) if self.local_on_ports else j.src == j.dst
+        j.remaining = np.where(local | (j.step != step), 0.0, j.size)
 
     def _comm_finished(self, j: SimJob) -> bool:
         """True when the iteration's last step is done; else moves to the next step."""
@@ -438,7 +443,8 @@ class Engine:
                         "stages": j.runs,
                     }
                 )
-        expected = sum(j.done * float(j.size[j.src != j.dst].sum()) for j in self.jobs)
+        moved = (lambda j: j.size) if self.local_on_ports else (lambda j: j.size[j.src != j.dst])
+        expected = sum(j.done * float(moved(j).sum()) for j in self.jobs)
         return SimResult(
             self.policy, stages, jobs, self.events, self.reschedules, self.delivered, expected
         )

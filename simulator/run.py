@@ -62,6 +62,7 @@ def engine_for(
         release_after=wl.release_after,
         contention=contention,
         ps_overlap=wl.ps_mode == "overlap",
+        local_on_ports=wl.local_traffic == "ports",
     )
 
 

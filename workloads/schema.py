@@ -23,7 +23,8 @@ TOP_KEYS = (
     "model", "cojobs",
 )  # fmt: skip
 SCHEDULING_KEYS = ("period", "queues", "admission")
-MODEL_KEYS = ("ps_mode", "contention")
+MODEL_KEYS = ("ps_mode", "contention", "local_traffic")
+LOCAL_TRAFFIC = ("drop", "ports")
 PS_MODES = ("sequential", "overlap")
 CONTENTION_MODELS = ("wang", "none")
 # a leafspine topology's capacity comes from its link speed
@@ -61,6 +62,9 @@ class Workload:
     # link sharing between jobs: Wang et al.'s Eq. 5 ("wang") or ideal fluid ("none");
     # unset in a file: "wang" for workloads in seconds, "none" for textbook time units
     contention: str = "wang"
+    # traffic between a host and itself: not on the network ("drop"), or through the
+    # host's own uplink and downlink ("ports", e.g. containers in separate namespaces)
+    local_traffic: str = "drop"
 
 
 def load_workload(spec: str, **params: float) -> Workload:
@@ -140,6 +144,9 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
         ps_mode=v.choice(model.get("ps_mode", "sequential"), "model.ps_mode", PS_MODES),
         contention=v.choice(
             model.get("contention", default_contention), "model.contention", CONTENTION_MODELS
+        ),
+        local_traffic=v.choice(
+            model.get("local_traffic", "drop"), "model.local_traffic", LOCAL_TRAFFIC
         ),
     )
 

@@ -216,3 +216,33 @@ def test_sweep_points_in_parallel_give_the_same_results(tmp_path):
     assert one["points"] == two["points"]
     assert [p["period"] for p in one["points"]] == [0.0, 0.5, 1.0, 2.0]
     assert set(one["points"][0]["results"]) == {"fs", "grouper"}, "fs always runs (the base)"
+
+
+@pytest.mark.parametrize(("mode", "sct"), [("drop", 2.0), ("ports", 6.0)])
+def test_host_local_traffic_is_dropped_or_charged_to_the_hosts_ports(mode, sct):
+    """One iteration: h1 sends 2 units to h2 and 4 to itself over unit links. Dropped,
+    the local flow costs nothing: 2 s. On the host's ports both flows share h1's uplink
+    at 1/2 each: the remote one ends at 4 s with 2 of the local one done, whose last 2
+    take 2 s alone: 6 s."""
+    from workloads import parse_workload
+
+    wl = parse_workload(
+        {
+            "hosts": ["h1", "h2"],
+            "model": {"local_traffic": mode, "contention": "none"},
+            "cojobs": [
+                {
+                    "id": "a",
+                    "stages": [1],
+                    "jobs": [
+                        {"id": "j", "arch": "flows",
+                         "flows": [{"src": "h1", "dst": "h2", "bytes": 2},
+                                   {"src": "h1", "dst": "h1", "bytes": 4}]}  # fmt: skip
+                    ],
+                }
+            ],
+        }
+    )
+    r = run_policies(wl, ["fs"], progress=False)["fs"]
+    assert r.summary["avg_sct"] == pytest.approx(sct)
+    assert r.result.bytes_delivered == pytest.approx(r.result.bytes_expected)

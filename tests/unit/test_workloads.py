@@ -187,6 +187,7 @@ def test_scheduling_and_model_sections():
         ("scheduling", {"policy": "x"}, r"^scheduling\.policy: unknown key"),
         ("model", {"ps_mode": "async"}, r"^model\.ps_mode: must be one of sequential, overlap"),
         ("model", {"contention": "tcp"}, r"^model\.contention: must be one of wang, none"),
+        ("model", {"local_traffic": "x"}, r"^model\.local_traffic: must be one of drop, ports"),
     ],
 )
 def test_bad_scheduling_and_model_sections_name_the_field(section, value, message):
