@@ -139,6 +139,17 @@ def test_bands_split_bottleneck_and_swap_within_a_second(pair, agent_env, backen
     assert root_qdisc(pair.a, pair.nic_a)["handle"] == handle_before
 
 
+def capture(pair, tmp_path, ns: str, nic: str):
+    """tcpdump on ``nic`` in ``ns``; returns (process, pcap path)."""
+    pcap = tmp_path / f"{nic}.pcap"
+    dump = pair.popen(
+        ns, "tcpdump", "--immediate-mode", "-Z", "root", "-i", nic, "-U", "-w", str(pcap), "tcp",
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    time.sleep(1.0)
+    return dump, pcap
+
+
 @BACKENDS
 def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
     agent = agent_env(backend=backend).start()
@@ -147,22 +158,7 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
     plan = [(f"c1/j1/b:{p}", band, TABLE[band]) for band, p in enumerate(ports, start=1)]
     assert apply(agent, 1, plan).applied
     pair.sink(pair.b, *ports, 7070)
-    pcap = tmp_path / "rx.pcap"
-    dump = pair.popen(
-        pair.b,
-        "tcpdump",
-        "--immediate-mode",
-        "-Z",
-        "root",
-        "-i",
-        pair.nic_b,
-        "-U",
-        "-w",
-        str(pcap),
-        "tcp",
-        stderr=subprocess.PIPE,
-    )
-    time.sleep(1.0)
+    dump, pcap = capture(pair, tmp_path, pair.b, pair.nic_b)
     for p in [*ports, 7070]:  # 7070 is the agent port: control traffic, band 0
         pair.run(pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, str(p), "20000")
     time.sleep(0.5)
@@ -185,17 +181,6 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
     assert len({d for s in seen.values() for d in s}) == 8
     assert acks == {TABLE[0]}, "pure ACKs ride the control band"
     assert setup == {TABLE[0]}, "SYN and FIN segments ride the control band"
-
-
-def capture(pair, tmp_path, ns: str, nic: str):
-    """tcpdump on ``nic`` in ``ns``; returns (process, pcap path)."""
-    pcap = tmp_path / f"{nic}.pcap"
-    dump = pair.popen(
-        ns, "tcpdump", "--immediate-mode", "-Z", "root", "-i", nic, "-U", "-w", str(pcap), "tcp",
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    time.sleep(1.0)
-    return dump, pcap
 
 
 def dscp_by_kind(pcap, src: str) -> dict[tuple[str, int], set[int]]:
