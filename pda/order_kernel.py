@@ -1,0 +1,170 @@
+"""The compiled loop of PDA (numba): one backward step per position.
+
+Each step reads one port's column and one stage's row, so a step costs the nonzeros it
+touches; the bottleneck port comes from a segment tree over the ports that some
+candidate loads (lowest index on ties), kept in O(log ports) per changed port.
+Semantics are those documented in :mod:`pda.order`; ``tests/unit/pda_reference.py``
+keeps the plain-numpy loop the kernel is checked against.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _tree_build(rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """A max segment tree: ``idx[k]`` the winning port under node ``k``, ``val[k]`` its
+    rank; the lower index wins a tie (``np.argmax``'s rule)."""
+    size = 1
+    while size < len(rank):
+        size *= 2
+    idx = np.full(2 * size, len(rank), dtype=np.int64)
+    val = np.full(2 * size, -np.inf)
+    for p in range(len(rank)):
+        idx[size + p], val[size + p] = p, rank[p]
+    for k in range(size - 1, 0, -1):
+        _pull(idx, val, k)
+    return idx, val, size
+
+
+@njit(cache=True, inline="always")
+def _pull(idx: np.ndarray, val: np.ndarray, k: int) -> bool:
+    """Recompute node ``k`` from its children; False when it did not change."""
+    a, b = 2 * k, 2 * k + 1
+    w = b if val[b] > val[a] or (val[b] == val[a] and idx[b] < idx[a]) else a
+    if idx[k] == idx[w] and val[k] == val[w]:
+        return False
+    idx[k], val[k] = idx[w], val[w]
+    return True
+
+
+@njit(cache=True)
+def _tree_set(idx: np.ndarray, val: np.ndarray, size: int, p: int, rank: float) -> None:
+    k = size + p
+    val[k] = rank
+    k //= 2
+    while k >= 1 and _pull(idx, val, k):  # an unchanged node leaves its ancestors as they are
+        k //= 2
+
+
+@njit(cache=True)
+def _pop_zero(zero: list, tie_key: np.ndarray) -> int:  # noqa: ANN001 - numba typed list
+    """The zero-load candidate with the largest tie key, the latest added among equals."""
+    j = 0
+    for k in range(1, len(zero)):
+        if tie_key[zero[k]] >= tie_key[zero[j]]:
+            j = k
+    return zero.pop(j)
+
+
+@njit(cache=True)
+def order_loop(
+    c_ptr: np.ndarray,
+    c_idx: np.ndarray,
+    c_val: np.ndarray,
+    r_ptr: np.ndarray,
+    r_idx: np.ndarray,
+    r_val: np.ndarray,
+    w: np.ndarray,
+    prev: np.ndarray,
+    tie_key: np.ndarray,
+    port_load: np.ndarray,
+    total: np.ndarray,
+    w_tol: float,
+    eps: float,
+    trace: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+    n = len(w)
+    candidate = np.ones(n, dtype=np.bool_)
+    for s in range(n):
+        if prev[s] >= 0:
+            candidate[prev[s]] = False
+    alive = np.ones(n, dtype=np.bool_)
+    zero = [np.int64(x) for x in range(0)]
+    for s in range(n):
+        if candidate[s] and total[s] <= 0:
+            zero.append(s)
+    # the tree ranks ports some candidate loads (the rest at -inf): its top is the most
+    # loaded port when a candidate loads it, else the fallback port of the docstring
+    loaded_by = np.zeros(len(port_load), dtype=np.int64)
+    for s in range(n):
+        if candidate[s]:
+            for k in range(r_ptr[s], r_ptr[s + 1]):
+                loaded_by[r_idx[k]] += 1
+    rank = np.where(loaded_by > 0, port_load, -np.inf)
+    t_idx, t_val, size = _tree_build(rank)
+    order = np.empty(n, dtype=np.int64)
+    rho_at = np.zeros(n)
+    port_at = np.full(n, -1, dtype=np.int64)
+    min_w, min_w_all = np.inf, np.inf
+    for i in range(n - 1, -1, -1):
+        if len(zero) > 0:
+            s = _pop_zero(zero, tie_key)
+            rho, p = 0.0, -1
+        else:
+            p = t_idx[1]
+            if p >= len(port_load):
+                raise AssertionError("no candidate loads any port")
+            s, rho = _step(candidate, c_ptr, c_idx, c_val, w, tie_key, w_tol, p)
+        order[i], rho_at[i], port_at[i] = s, rho, p
+        alive[s] = False
+        candidate[s] = False
+        for k in range(r_ptr[s], r_ptr[s + 1]):
+            q = r_idx[k]
+            left = port_load[q] - r_val[k]
+            port_load[q] = left if left >= eps else 0.0
+            loaded_by[q] -= 1
+            _tree_set(t_idx, t_val, size, q, port_load[q] if loaded_by[q] > 0 else -np.inf)
+        q = prev[s]
+        if q >= 0:
+            candidate[q] = True
+            if total[q] <= 0:
+                zero.append(q)
+            for k in range(r_ptr[q], r_ptr[q + 1]):
+                loaded_by[r_idx[k]] += 1
+                _tree_set(t_idx, t_val, size, r_idx[k], port_load[r_idx[k]])
+        if trace and i > 0:
+            for r in range(n):
+                if candidate[r]:
+                    min_w = min(min_w, w[r])
+                if alive[r]:
+                    min_w_all = min(min_w_all, w[r])
+    return order, rho_at, port_at, min_w, min_w_all
+
+
+@njit(cache=True)
+def _step(
+    candidate: np.ndarray,
+    c_ptr: np.ndarray,
+    c_idx: np.ndarray,
+    c_val: np.ndarray,
+    w: np.ndarray,
+    tie_key: np.ndarray,
+    w_tol: float,
+    p: int,
+) -> tuple[int, float]:
+    """Place on port ``p`` the candidate with the least ``w / load`` (the first one);
+    among those that line 19 leaves within ``w_tol`` of 0, the largest tie key (the first
+    on equal keys). Lowers the weights of all stages loading ``p`` on the way (residues
+    within ``w_tol`` set to 0, so that they tie again)."""
+    best, rho = -1, np.inf
+    for k in range(c_ptr[p], c_ptr[p + 1]):
+        r = c_idx[k]
+        if candidate[r]:
+            ratio = w[r] / c_val[k]
+            if best < 0 or ratio < rho:
+                best, rho = r, ratio
+    chosen, ties = best, 0
+    for k in range(c_ptr[p], c_ptr[p + 1]):
+        r = c_idx[k]
+        left = w[r] - rho * c_val[k]
+        if candidate[r] and left <= w_tol:
+            if ties == 0 or tie_key[r] > tie_key[chosen]:
+                chosen = r
+            ties += 1
+        w[r] = 0.0 if abs(left) <= w_tol else left
+    s = chosen if ties > 1 else best
+    w[s] = 0.0
+    return s, rho
