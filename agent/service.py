@@ -9,6 +9,8 @@ from typing import Any
 import grpc
 
 from agent.core import AgentCore
+from agent.session import AgentSession
+from agent.updates import JobKey, UpdateSource, new_epoch
 from common.registration import Flow, JobEntry, registration_dict
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
@@ -93,18 +95,25 @@ class RegistryServicer(pbg.RegistryServicer):
         )
 
 
-async def host_report(core: AgentCore) -> pb.HostReport:
-    jobs = [
-        pb.JobState(
+def job_states(core: AgentCore, *, counters: bool = False) -> dict[JobKey, pb.JobState]:
+    """Each job as the coordinator sees it; byte counters (which change every second)
+    only for whole-state reports, not for the session's updates."""
+    out = {}
+    for j in core.registry.jobs.values():
+        js = pb.JobState(
             job=registration_msg(j, core.report_flows(j)),
             iterations_done=j.iterations_done,
             stages_finished=j.stages_finished,
             finished=j.finished,
-            bytes_sent=core.band_share.get(j.key, (0, 0))[0],
-            bytes_in_planned_band=core.band_share.get(j.key, (0, 0))[1],
         )
-        for j in core.registry.jobs.values()
-    ]
+        if counters:
+            js.bytes_sent, js.bytes_in_planned_band = core.band_share.get(j.key, (0, 0))
+        out[j.key] = js
+    return out
+
+
+async def host_report(core: AgentCore) -> pb.HostReport:
+    jobs = list(job_states(core, counters=True).values())
     bands = [
         pb.BandCounter(band=b, bytes=c["bytes"], packets=c["packets"], drops=c["drops"])
         for b, c in sorted((await core.counters()).items())
@@ -127,6 +136,7 @@ class AgentServicer(pbg.AgentServicer):
     def __init__(self, core: AgentCore, authorize: Any = None) -> None:
         self.core = core
         self.authorize = authorize  # optional callable(context, method) -> error string
+        self.epoch = new_epoch()  # this process's incarnation, in every state update
 
     async def _check(self, context: grpc.aio.ServicerContext, method: str) -> None:
         if self.authorize is not None:
@@ -145,22 +155,17 @@ class AgentServicer(pbg.AgentServicer):
         ok, error, changed = await self.core.apply_plan(plan_dict(request))
         return pb.ApplyResult(applied=ok, version=self.core.version, error=error, changed=changed)
 
-    async def Session(
-        self, requests: AsyncIterator[pb.SessionRequest], context: Any
-    ) -> AsyncIterator[pb.SessionReply]:
-        async for req in requests:
-            kind = req.WhichOneof("request")
-            if kind == "collect":
-                yield pb.SessionReply(report=await host_report(self.core))
-            elif kind == "plan":
-                await self._check(context, "Session plan")
-                yield pb.SessionReply(result=await self._apply(req.plan))
-            else:  # an empty or newer request: answer so the caller's order holds
-                yield pb.SessionReply(
-                    result=pb.ApplyResult(
-                        applied=False, version=self.core.version, error="session: empty request"
-                    )
-                )
+    async def Session(self, requests: AsyncIterator[pb.SessionRequest], context: Any) -> None:
+        """State updates out, syncs and plans in (see ``agent.session``). An empty or
+        unknown request is answered with a refusal so the caller's order holds."""
+
+        async def apply(plan: pb.Plan, ctx: Any) -> pb.ApplyResult:
+            await self._check(ctx, "Session plan")
+            return await self._apply(plan)
+
+        source = UpdateSource(self.core.host, self.epoch)
+        session = AgentSession(self.core, source, lambda: job_states(self.core), apply)
+        await session.run(context)
 
     async def WatchEvents(
         self, request: pb.WatchRequest, context: Any

@@ -1,4 +1,4 @@
-"""One coordinator-side link per agent: channel, liveness, what it last acknowledged."""
+"""One coordinator-side link per agent: channel, session, liveness, what it acknowledged."""
 
 from __future__ import annotations
 
@@ -6,16 +6,17 @@ import asyncio
 import logging
 import math
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from common.errors import ConfigError
-from common.registration import parse_registration, registration_dict
 from coordinator.planner import HostPlan
-from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
+from coordinator.snapshot import JobReport
+from coordinator.state import AgentState
 from grouper.cluster_config import ClusterConfig, HostConfig
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
@@ -45,63 +46,6 @@ def channel_for(host: HostConfig, cfg: ClusterConfig) -> grpc.aio.Channel:
     return grpc.aio.secure_channel(target, creds, options=options)
 
 
-def parse_report(
-    report: pb.HostReport,
-    host: str,
-    known_hosts: set[str],
-    cache: dict[bytes, ReportedJob | str] | None = None,
-) -> tuple[list[JobReport], list[str], dict[bytes, ReportedJob | str]]:
-    """Validate an agent's report; bad jobs are dropped with an error each.
-
-    Registrations never change once an agent accepted them, so the validated form of
-    each (keyed by its serialized bytes) is reused from ``cache`` across cycles; only
-    progress is read anew. Returns (jobs, errors, the cache for the next call).
-    """
-    if report.host != host:
-        raise ConfigError("report.host", f"agent for {host!r} reported as {report.host!r}")
-    cache = cache or {}
-    fresh: dict[bytes, ReportedJob | str] = {}
-    jobs, errors = [], []
-    for i, js in enumerate(report.jobs):
-        raw = js.job.SerializeToString()
-        template = cache.get(raw) or fresh.get(raw)
-        if template is None:
-            template = _validate_job(js.job, host, known_hosts)
-        fresh[raw] = template
-        if isinstance(template, str):
-            errors.append(f"report.jobs[{i}].{template}")
-            continue
-        done, total = js.iterations_done, template.total_iterations
-        if done > total:
-            errors.append(f"report.jobs[{i}].iterations_done: exceeds {total}: {done}")
-            continue
-        jobs.append(JobReport(template, done, js.finished))
-    return jobs, errors, fresh
-
-
-def _validate_job(job: pb.JobRegistration, host: str, known_hosts: set[str]) -> ReportedJob | str:
-    try:
-        entry = parse_registration(registration_dict(job), known_hosts)
-    except ConfigError as exc:
-        return str(exc)
-    flows = {}
-    for f in entry.flows:
-        if f.src_host != host:
-            continue  # an agent speaks for the flows its host sends
-        fid = f.flow_id(entry.cojob_id, entry.job_id)
-        flows[fid] = ReportedFlow(fid, f.src_host, f.dst_host, f.bytes_per_iteration)
-    return ReportedJob(
-        entry.cojob_id,
-        entry.job_id,
-        entry.arch,
-        tuple(entry.stage_iterations),
-        entry.model_bytes,
-        entry.compute_time,
-        entry.arrival,
-        flows,
-    )
-
-
 class LinkError(Exception):
     """The agent did not answer: the gRPC status name, or why the session ended."""
 
@@ -114,68 +58,115 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+OnUpdate = Callable[["AgentLink", pb.StateUpdate], str]
+OnDown = Callable[["AgentLink", str], None]
+
+
 @dataclass
 class AgentLink:
+    """One agent's session: state updates in (``serve``), plans out (``apply``)."""
+
     host: HostConfig
     channel: grpc.aio.Channel
     stub: pbg.AgentStub
+    state: AgentState
     up: bool = False
     last_ok: float = -math.inf
-    jobs: list[JobReport] = field(default_factory=list)
     agent_version: int = 0  # version the agent says is in force
     pushed_version: int = 0
     acked: HostPlan | None = None
     last_push: float = -math.inf
-    report_cache: dict[bytes, ReportedJob | str] = field(default_factory=dict)
-    session: grpc.aio.StreamStreamCall | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    call: grpc.aio.StreamStreamCall | None = None
+    pending: deque[asyncio.Future] = field(default_factory=deque)
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
     def open(cls, host: HostConfig, cfg: ClusterConfig) -> AgentLink:
         ch = channel_for(host, cfg)
-        return cls(host, ch, pbg.AgentStub(ch))
+        return cls(host, ch, pbg.AgentStub(ch), AgentState(host.name))
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
         """Every call names the host it is meant for (agents and audits can check)."""
         return (("x-grouper-host", self.host.name),)
 
-    async def request(self, req: pb.SessionRequest, timeout: float) -> pb.SessionReply:
-        """One request/reply on the agent's Session stream, opened on first use.
+    @property
+    def jobs(self) -> list[JobReport]:
+        return self.state.reports()
 
-        A stream that breaks is dropped; if it was an old one (the agent may have
-        restarted since), one fresh stream is tried before giving up with LinkError.
-        """
-        async with self.lock:
-            while True:
-                fresh = self.session is None
-                if fresh:
-                    self.session = self.stub.Session(metadata=self.metadata)
-                try:
-                    async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
-                        return await self._round_trip(self.session, req)
-                except TimeoutError as exc:
-                    self.end_session()
-                    raise LinkError("DEADLINE_EXCEEDED") from exc
-                except (grpc.aio.AioRpcError, asyncio.InvalidStateError, LinkError) as exc:
-                    self.end_session()  # broken; a stale stream gets one fresh retry
-                    if fresh:
-                        raise LinkError(_why(exc)) from exc
+    async def serve(self, sync: pb.SyncRequest, on_update: OnUpdate, on_down: OnDown,
+                    retry: float) -> None:  # fmt: skip
+        """Keep the session open until cancelled: connect, sync, then merge updates as
+        they come; a gap asks for a full update; a broken stream is reopened after
+        ``retry`` seconds (and the state held waits for the new stream's full update)."""
+        while True:
+            call = self.stub.Session(metadata=self.metadata)
+            self.call = call
+            self.state.reset()
+            try:
+                await self._write(call, pb.SessionRequest(sync=sync))
+                asked = time.monotonic()
+                while True:
+                    reply = await call.read()
+                    if reply is grpc.aio.EOF:
+                        raise LinkError("session ended by the agent")
+                    if reply.HasField("result"):
+                        self._resolve(reply.result)
+                        continue
+                    if not reply.HasField("update"):
+                        continue
+                    verdict = on_update(self, reply.update)
+                    # a gap, or still no full update a heartbeat after asking (lost too)
+                    waited = self.state.awaiting_full and time.monotonic() - asked > sync.heartbeat
+                    if verdict == "gap" or waited:
+                        held = pb.SyncRequest()
+                        held.CopyFrom(sync)
+                        held.epoch, held.seq = self.state.epoch, self.state.seq
+                        await self._write(call, pb.SessionRequest(sync=held))
+                        asked = time.monotonic()
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError, LinkError) as exc:
+                on_down(self, _why(exc))
+            finally:
+                self.end_session()
+            await asyncio.sleep(retry)
 
-    @staticmethod
-    async def _round_trip(
-        call: grpc.aio.StreamStreamCall, req: pb.SessionRequest
-    ) -> pb.SessionReply:
-        await call.write(req)
-        reply = await call.read()
-        if reply is grpc.aio.EOF:
-            raise LinkError("session ended by the agent")
-        return reply
+    def _resolve(self, result: pb.ApplyResult) -> None:
+        while self.pending:
+            fut = self.pending.popleft()
+            if not fut.done():  # a plan that timed out gave up on its result
+                fut.set_result(result)
+                return
+
+    async def _write(self, call: grpc.aio.StreamStreamCall, req: pb.SessionRequest) -> None:
+        async with self.write_lock:
+            await call.write(req)
+
+    async def apply(self, plan: pb.SessionRequest, timeout: float) -> pb.ApplyResult:
+        """Send a plan on the open session and wait for its result."""
+        call = self.call
+        if call is None:
+            raise LinkError("no session")
+        fut = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                async with self.write_lock:
+                    self.pending.append(fut)  # results come back in the order plans went
+                    await call.write(plan)
+                return await fut
+        except TimeoutError as exc:
+            self.end_session()  # a stuck stream: the session is reopened
+            raise LinkError("DEADLINE_EXCEEDED") from exc
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            raise LinkError(_why(exc)) from exc
 
     def end_session(self) -> None:
-        if self.session is not None:
-            self.session.cancel()
-            self.session = None
+        if self.call is not None:
+            self.call.cancel()
+            self.call = None
+        while self.pending:
+            fut = self.pending.popleft()
+            if not fut.done():
+                fut.set_exception(LinkError("session ended"))
 
     def next_version(self) -> int:
         return max(self.agent_version, self.pushed_version) + 1
@@ -189,8 +180,8 @@ class AgentLink:
 
     def age_out(self, timeout: float) -> bool:
         """Forget a silent agent's jobs after ``timeout``; True when it just happened."""
-        if self.jobs and time.monotonic() - self.last_ok > timeout:
+        if self.state.jobs and time.monotonic() - self.last_ok > timeout:
             log.warning("agent %s silent for %.1fs: its stages age out", self.host.name, timeout)
-            self.jobs = []
+            self.state.clear()
             return True
         return False

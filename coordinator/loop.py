@@ -1,9 +1,12 @@
-"""The scheduling loop: collect -> order -> map -> push, every period and on events.
+"""The scheduling loop: order -> map -> push, every period and on events.
 
-Agents are collected concurrently; a silent agent is marked down (metric, log), its
-stages age out after ``failure.agent_timeout`` and every other host keeps being
-served. Only plans that changed are pushed, plus a keepalive well before the agents'
-``plan_ttl``; an agent that restarted (its version in force went back) is re-synced.
+Each agent keeps a session open and sends what changed as it happens (``serve`` of
+:class:`AgentLink`); the coordinator merges those updates into the state it holds, so a
+cycle starts from current state without asking anyone. Stage events trigger a cycle at
+once (``event_driven``). An agent silent past ``failure.agent_timeout`` is marked down
+(metric, log) and its stages age out; every other host keeps being served. Only plans
+that changed are pushed, plus a keepalive well before the agents' ``plan_ttl``; an agent
+that restarted (its version in force went back) gets its plan again.
 """
 
 from __future__ import annotations
@@ -13,12 +16,10 @@ import logging
 import time
 from dataclasses import dataclass
 
-import grpc
-
 from common.errors import ConfigError
 from common.flows import parse_inbound_key
 from coordinator.heap import HeapKeeper
-from coordinator.links import AgentLink, LinkError, parse_report
+from coordinator.links import AgentLink, LinkError
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.planner import HostPlan, plan_hosts
 from coordinator.snapshot import MergeCache, merge_reports
@@ -27,15 +28,13 @@ from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
 from pda.snapshot import FlowTables
 
-COLLECT = pb.SessionRequest(collect=pb.CollectRequest())
-
 log = logging.getLogger("grouper.coordinator")
 
 
 @dataclass
 class CycleStats:
     trigger: str
-    collect_s: float
+    ingest_s: float  # merging the updates that came since the last cycle (CPU, not waited)
     order_s: float
     push_s: float
     agents_up: int
@@ -45,7 +44,8 @@ class CycleStats:
 
     @property
     def total_s(self) -> float:
-        return self.collect_s + self.order_s + self.push_s
+        """From trigger to plans acknowledged: the updates were merged as they came."""
+        return self.order_s + self.push_s
 
 
 class Coordinator:
@@ -61,6 +61,9 @@ class Coordinator:
         self.links = {h.name: AgentLink.open(h, cfg) for h in cfg.hosts}
         self.host_names = set(self.links)
         self.up_count = 0
+        self.sessions: dict[str, asyncio.Task] = {}
+        self.ingest_s = 0.0  # time spent merging updates since the last cycle
+        self.updates = 0
         self.merge_cache = MergeCache()
         self.tables = FlowTables()
         self.stage_started: dict[tuple[str, int], float] = {}
@@ -87,13 +90,18 @@ class Coordinator:
             redial = self.cfg.tls != cfg.tls or self.cfg.scheduling.period != cfg.scheduling.period
             if link is None or link.host != h or redial:
                 if link is not None:
+                    self._stop_session(h.name)
                     link.end_session()
                     asyncio.ensure_future(link.channel.close())
                 link = AgentLink.open(h, cfg)
-            link.report_cache = {}  # validity depends on the host list
+            else:
+                link.end_session()  # jobs are validated against the host list: resync
             self.links[h.name] = link
         self.host_names = set(self.links)
-        for link in old.values():
+        for name, link in old.items():
+            task = self.sessions.pop(name, None)
+            if task is not None:
+                task.cancel()
             link.end_session()
             asyncio.ensure_future(link.channel.close())
             self.metrics.agent_up.remove(link.host.name)
@@ -104,34 +112,75 @@ class Coordinator:
         self.cfg = cfg
         log.info("config reloaded: %d hosts, policy %s", len(cfg.hosts), cfg.scheduling.policy)
 
-    # -- one cycle -------------------------------------------------------------------
-    async def _collect(self, link: AgentLink) -> None:
+    # -- sessions --------------------------------------------------------------------
+    def start_sessions(self) -> None:
+        """A session per agent, (re)started for links that have none running."""
+        for name, link in self.links.items():
+            task = self.sessions.get(name)
+            if task is None or task.done():
+                self.sessions[name] = asyncio.create_task(
+                    link.serve(self._sync_request(), self._on_update, self._on_down, self._retry)
+                )
+
+    def _stop_session(self, name: str) -> None:
+        task = self.sessions.pop(name, None)
+        if task is not None:
+            task.cancel()
+
+    @property
+    def _retry(self) -> float:
+        return min(1.0, self.cfg.scheduling.period)
+
+    def _sync_request(self) -> pb.SyncRequest:
+        s = self.cfg.scheduling
+        # progress once a period (events at once); alive at least 3x per agent_timeout
+        heartbeat = max(0.05, self.cfg.failure.agent_timeout / 3)
+        return pb.SyncRequest(interval=max(0.01, min(s.period, heartbeat)), heartbeat=heartbeat)
+
+    def _on_update(self, link: AgentLink, up: pb.StateUpdate) -> str:
+        t0 = time.perf_counter()
         try:
-            reply = await link.request(COLLECT, self.rpc_timeout)
-            if not reply.HasField("report"):
-                raise ConfigError("report", "agent answered a collect with something else")
-            report = reply.report
-            jobs, errors, link.report_cache = parse_report(
-                report, link.host.name, self.host_names, link.report_cache
-            )
-        except LinkError as exc:
-            self._mark_down(link, str(exc))
-            return
+            verdict, errors = link.state.apply(up, self.host_names)
         except ConfigError as exc:
             self.metrics.errors.labels("bad_report").inc()
-            log.error("refused report from %s: %s", link.host.name, exc)
-            self._mark_down(link, "bad report")
-            return
+            log.error("refused update from %s: %s", link.host.name, exc)
+            return "stale"
+        self.updates += 1
         for e in errors:
             self.metrics.errors.labels("bad_report").inc()
-            log.warning("report from %s: %s", link.host.name, e)
-        if not link.up:
-            log.info(
-                "agent %s is up (plan version %d in force)", link.host.name, report.plan_version
-            )
-            self._set_up(link, True)
-        link.last_ok, link.jobs = time.monotonic(), jobs
-        link.agent_version = report.plan_version
+            log.warning("update from %s: %s", link.host.name, e)
+        if verdict == "gap":
+            self.metrics.errors.labels("update_gap").inc()
+            log.warning("updates from %s: gap after %d; resyncing", link.host.name, link.state.seq)
+        if verdict == "applied":
+            link.last_ok = time.monotonic()
+            link.agent_version = link.state.plan_version
+            kick = not link.up  # a new or restarted agent: plan for it now
+            if not link.up:
+                log.info("agent %s is up (plan version %d in force)", link.host.name,
+                         link.state.plan_version)  # fmt: skip
+                self._set_up(link, True)
+            for ev in up.events:
+                if ev.kind == pb.StageEvent.STAGE_STARTED:
+                    self.stage_started.setdefault((ev.cojob_id, ev.stage), ev.time)
+                kick = True
+            if kick and self.cfg.scheduling.event_driven:
+                self.kick.set()
+        self.ingest_s += time.perf_counter() - t0
+        return verdict
+
+    def _on_down(self, link: AgentLink, why: str) -> None:
+        self._mark_down(link, why)
+
+    async def wait_synced(self, timeout: float) -> int:
+        """Wait until every agent's session holds a full update (or ``timeout``); the
+        number of agents synced."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(not lk.state.awaiting_full for lk in self.links.values()):
+                break
+            await asyncio.sleep(0.01)
+        return sum(not lk.state.awaiting_full for lk in self.links.values())
 
     def _mark_down(self, link: AgentLink, why: str) -> None:
         if link.up:
@@ -159,15 +208,10 @@ class Coordinator:
             else:
                 add_inbound(src_host=inbound[0], port=inbound[1], by_source=inbound[2])
         try:
-            reply = await link.request(msg, self.rpc_timeout)
+            res = await link.apply(msg, self.rpc_timeout)
         except LinkError as exc:
             self._mark_down(link, str(exc))
             return False
-        if not reply.HasField("result"):
-            self.metrics.errors.labels("plan_refused").inc()
-            log.error("agent %s answered plan %d with something else", link.host.name, version)
-            return False
-        res = reply.result
         link.pushed_version = max(link.pushed_version, version)
         if not res.applied:
             self.metrics.errors.labels("plan_refused").inc()
@@ -192,12 +236,15 @@ class Coordinator:
 
     async def cycle(self, trigger: str = "period") -> CycleStats:
         links = list(self.links.values())
-        t0 = time.perf_counter()
-        await asyncio.gather(*(self._collect(link) for link in links))
-        for link in links:
-            link.age_out(self.cfg.failure.agent_timeout)
-        self._note_ended(links)
         t1 = time.perf_counter()
+        timeout = self.cfg.failure.agent_timeout
+        for link in links:
+            if link.up and time.monotonic() - link.last_ok > timeout:
+                self._mark_down(link, f"no update for {timeout:.1f}s")
+                link.end_session()  # its session is reopened
+            link.age_out(timeout)
+        self._note_ended(links)
+        ingest, self.ingest_s = self.ingest_s, 0.0
         reports = {link.host.name: link.jobs for link in links}
         model = merge_reports(reports, tuple(self.links), self.stage_started, self.merge_cache)
         planned = plan_hosts(model, self.planner, time.monotonic(), self.tables)
@@ -212,12 +259,12 @@ class Coordinator:
         t3 = time.perf_counter()
         up = self.up_count
         stats = CycleStats(
-            trigger, t1 - t0, t2 - t1, t3 - t2, up, planned.stages, sum(results), planned.order
+            trigger, ingest, t2 - t1, t3 - t2, up, planned.stages, sum(results), planned.order
         )
         m = self.metrics
         m.cycles.labels(trigger).inc()
         for step, s in (
-            ("collect", stats.collect_s),
+            ("ingest", stats.ingest_s),
             ("order", stats.order_s),
             ("push", stats.push_s),
             ("total", stats.total_s),
@@ -264,55 +311,35 @@ class Coordinator:
                 )  # fmt: skip
         self.ended = {k: v for k, v in self.ended.items() if k in reported}
 
-    # -- events and the loop ---------------------------------------------------------
-    async def _watch(self, link: AgentLink) -> None:
-        while True:
-            try:
-                async for ev in link.stub.WatchEvents(pb.WatchRequest(), metadata=link.metadata):
-                    if ev.kind == pb.StageEvent.STAGE_STARTED:
-                        self.stage_started.setdefault((ev.cojob_id, ev.stage), ev.time)
-                    if self.cfg.scheduling.event_driven and ev.kind != pb.StageEvent.REGISTERED:
-                        self.kick.set()
-            except grpc.aio.AioRpcError:
-                pass
-            await asyncio.sleep(min(1.0, self.cfg.scheduling.period))
-
+    # -- the loop --------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        watchers: dict[str, asyncio.Task] = {}
         last = -1e9
-        try:
-            while not stop.is_set():
-                for name, link in self.links.items():
-                    if name not in watchers or watchers[name].done():
-                        watchers[name] = asyncio.create_task(self._watch(link))
-                for name in set(watchers) - set(self.links):
-                    watchers.pop(name).cancel()
-                gap = self.cfg.scheduling.min_gap - (time.monotonic() - last)
-                if gap > 0:
-                    await asyncio.sleep(gap)
-                trigger = "event" if self.kick.is_set() else "period"
-                self.kick.clear()
-                last = time.monotonic()
-                try:
-                    await self.cycle(trigger)
-                except Exception:  # never let one bad cycle stop the coordinator
-                    self.metrics.errors.labels("cycle").inc()
-                    log.exception("scheduling cycle failed")
-                waiters = [
-                    asyncio.ensure_future(stop.wait()),
-                    asyncio.ensure_future(self.kick.wait()),
-                ]
-                await asyncio.wait(
-                    waiters, timeout=self.cfg.scheduling.period, return_when=asyncio.FIRST_COMPLETED
-                )
-                for w in waiters:
-                    w.cancel()
-        finally:
-            for t in watchers.values():
-                t.cancel()
-            await asyncio.gather(*watchers.values(), return_exceptions=True)
+        while not stop.is_set():
+            self.start_sessions()
+            gap = self.cfg.scheduling.min_gap - (time.monotonic() - last)
+            if gap > 0:
+                await asyncio.sleep(gap)
+            trigger = "event" if self.kick.is_set() else "period"
+            self.kick.clear()
+            last = time.monotonic()
+            try:
+                await self.cycle(trigger)
+            except Exception:  # never let one bad cycle stop the coordinator
+                self.metrics.errors.labels("cycle").inc()
+                log.exception("scheduling cycle failed")
+            waiters = [
+                asyncio.ensure_future(stop.wait()),
+                asyncio.ensure_future(self.kick.wait()),
+            ]
+            await asyncio.wait(
+                waiters, timeout=self.cfg.scheduling.period, return_when=asyncio.FIRST_COMPLETED
+            )
+            for w in waiters:
+                w.cancel()
 
     async def close(self) -> None:
+        for name in list(self.sessions):
+            self._stop_session(name)
         for link in self.links.values():
             link.end_session()
         await asyncio.gather(*(link.channel.close() for link in self.links.values()))

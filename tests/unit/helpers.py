@@ -52,7 +52,10 @@ class FakeCore:
     """Just enough of AgentCore for Collect."""
 
     def __init__(self, host):
+        from agent.core import EventHub
+
         self.host = host
+        self.hub = EventHub()
         self.version = 0
         self.priorities_active = False
         self.registry = type("R", (), {"jobs": {}})()

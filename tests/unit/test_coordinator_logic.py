@@ -1,4 +1,4 @@
-"""Coordinator logic without root: report validation (fuzzed), merging, planning."""
+"""Coordinator logic without root: update validation (fuzzed), merging, planning."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.errors import ConfigError
-from coordinator.links import parse_report
 from coordinator.planner import plan_hosts
 from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob, merge_reports
+from coordinator.state import AgentState
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
 from pda.priorities import QueueConfig
@@ -37,27 +37,35 @@ def js(cojob="A", job="j", src="h1", dst="h2", port=5001, stages=(4, 8), done=0,
     )
 
 
-def test_report_for_another_host_is_refused():
-    with pytest.raises(ConfigError, match="^report.host: agent for 'h1' reported as 'h9'"):
-        parse_report(pb.HostReport(host="h9"), "h1", HOSTS)
-
-
-def test_bad_jobs_in_a_report_are_dropped_with_the_field_named():
-    report = pb.HostReport(
-        host="h1",
-        jobs=[js(), js(job="bad", dst="zz"), js(job="over", done=99), js(job="neg", stages=(0,))],
+def full(jobs, host="h1", state=None, seq=1):
+    """Apply a full update of ``jobs`` from ``host``: (the jobs held, the errors)."""
+    state = state or AgentState("h1")
+    verdict, errors = state.apply(
+        pb.StateUpdate(host=host, epoch=7, seq=seq, full=True, jobs=jobs), HOSTS
     )
-    jobs, errors, _ = parse_report(report, "h1", HOSTS)
+    assert verdict == "applied"
+    return state.reports(), errors
+
+
+def test_update_from_another_host_is_refused():
+    with pytest.raises(ConfigError, match="^update.host: agent for 'h1' reported as 'h9'"):
+        full([], host="h9")
+
+
+def test_bad_jobs_in_an_update_are_dropped_with_the_field_named():
+    jobs, errors = full(
+        [js(), js(job="bad", dst="zz"), js(job="over", done=99), js(job="neg", stages=(0,))]
+    )
     assert [j.job.job_id for j in jobs] == ["j"]
     assert errors == [
-        "report.jobs[1].flows[0].dst_host: unknown host 'zz'",
-        "report.jobs[2].iterations_done: exceeds 12: 99",
-        "report.jobs[3].stage_iterations[0]: must be at least 1, got 0",
+        "update.jobs[1].flows[0].dst_host: unknown host 'zz'",
+        "update.jobs[2].iterations_done: exceeds 12: 99",
+        "update.jobs[3].stage_iterations[0]: must be at least 1, got 0",
     ]
 
 
 def test_agents_only_speak_for_flows_their_host_sends():
-    jobs, _, _ = parse_report(pb.HostReport(host="h1", jobs=[js(src="h2", dst="h1")]), "h1", HOSTS)
+    jobs, _ = full([js(src="h2", dst="h1")])
     assert jobs[0].job.flows == {}
 
 
@@ -93,9 +101,10 @@ reports = st.builds(
 @settings(max_examples=300, deadline=None)
 @given(report=reports)
 def test_fuzz_reports_never_crash_and_what_passes_can_be_scheduled(report):
-    jobs, errors, _ = parse_report(report, "h1", HOSTS)
-    assert len(jobs) + len(errors) == len(report.jobs)
-    assert all(e.startswith("report.jobs[") for e in errors)
+    jobs, errors = full(report.jobs)
+    keys = {(j.job.cojob_id, j.job.job_id) for j in report.jobs}
+    assert {j.job.key for j in jobs} <= keys and len(jobs) + len(errors) >= len(keys)
+    assert all(e.startswith("update.jobs[") for e in errors)
     model = merge_reports({"h1": jobs}, ("h1", "h2", "h3"))
     plan_hosts(model, fresh("grouper"), 0.0)
 
@@ -161,13 +170,14 @@ def test_plans_key_flows_by_id_and_rank_stages_per_sender():
     assert set(fs.plans["h1"].values()) == {(6, QueueConfig().dscp_table[6])}
 
 
-def test_report_cache_reuses_validation_but_reads_progress_anew():
-    report = pb.HostReport(host="h1", jobs=[js(done=1), js(job="bad", dst="zz")])
-    jobs, errors, cache = parse_report(report, "h1", HOSTS)
-    report.jobs[0].iterations_done = 5
-    again, errors2, cache2 = parse_report(report, "h1", HOSTS, cache)
+def test_validation_is_reused_while_progress_is_read_anew():
+    state = AgentState("h1")
+    jobs, errors = full([js(done=1), js(job="bad", dst="zz")], state=state)
+    delta = pb.StateUpdate(host="h1", epoch=7, seq=2, jobs=[js(done=5)])
+    assert state.apply(delta, HOSTS) == ("applied", [])
+    again = state.reports()
     assert [j.iterations_done for j in jobs] == [1] and [j.iterations_done for j in again] == [5]
-    assert errors == errors2 and cache2.keys() == cache.keys()
+    assert errors == ["update.jobs[1].flows[0].dst_host: unknown host 'zz'"]
     assert again[0].job is jobs[0].job  # the validated template was reused
 
 
@@ -190,8 +200,7 @@ def test_host_flows_of_jobs_known_by_their_processes_are_planned_by_id():
     """An agent reports a job found from its processes as host flows (no ports); the
     coordinator plans them under the same ``<cojob>/<job>/<host>:*`` ids the agent
     applies to every connection of the job to that host."""
-    report = pb.HostReport(host="h1", jobs=[js(port=0), js(cojob="B", port=0, stages=(40, 80))])
-    jobs, errors, _ = parse_report(report, "h1", HOSTS)
+    jobs, errors = full([js(port=0), js(cojob="B", port=0, stages=(40, 80))])
     assert errors == []
     assert [list(j.job.flows) for j in jobs] == [["A/j/h2:*"], ["B/j/h2:*"]]
     model = merge_reports({"h1": jobs}, ("h1", "h2", "h3"))

@@ -7,7 +7,7 @@ import asyncio
 import grpc
 
 from agent.service import AgentServicer
-from coordinator.links import AgentLink, LinkError
+from coordinator.links import AgentLink
 from grouper.cluster_config import parse_cluster_config
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
@@ -35,7 +35,7 @@ def _link(port: int) -> AgentLink:
     return AgentLink.open(cfg.hosts[0], cfg)
 
 
-def test_session_answers_in_order_and_refuses_an_empty_request():
+def test_session_answers_a_sync_with_a_full_update_and_plans_in_order():
     async def run() -> list[pb.SessionReply]:
         server, port = await _server()
         try:
@@ -44,7 +44,7 @@ def test_session_answers_in_order_and_refuses_an_empty_request():
                 plan = pb.SessionRequest(plan=pb.Plan(version=7, host="h1"))
                 replies = []
                 for req in (
-                    pb.SessionRequest(collect=pb.CollectRequest()),
+                    pb.SessionRequest(sync=pb.SyncRequest(interval=5, heartbeat=5)),
                     plan,
                     pb.SessionRequest(),
                 ):
@@ -55,41 +55,51 @@ def test_session_answers_in_order_and_refuses_an_empty_request():
         finally:
             await server.stop(None)
 
-    report, applied, empty = asyncio.run(run())
-    assert report.report.host == "h1"
+    full, applied, empty = asyncio.run(run())
+    assert full.update.host == "h1" and full.update.full and full.update.seq == 1
+    assert full.update.epoch != 0
     assert applied.result.applied and applied.result.version == 7
     assert not empty.result.applied and "empty request" in empty.result.error
 
 
 def test_link_reopens_its_session_after_the_agent_restarts():
-    collect = pb.SessionRequest(collect=pb.CollectRequest())
+    """The link syncs on every new stream; a restarted agent answers with a new epoch."""
 
-    async def run() -> tuple[str, str, str]:
+    async def run() -> tuple[list[tuple[int, bool]], list[str]]:
         server, port = await _server()
         link = _link(port)
+        updates: list[tuple[int, bool]] = []
+        downs: list[str] = []
+
+        def on_update(lk: AgentLink, up: pb.StateUpdate) -> str:
+            updates.append((up.epoch, up.full))
+            return lk.state.apply(up, {"h1"})[0]
+
+        sync = pb.SyncRequest(interval=0.05, heartbeat=0.1)
+        task = asyncio.create_task(link.serve(sync, on_update, lambda lk, why: downs.append(why),
+                                              0.1))  # fmt: skip
         try:
-            first = (await link.request(collect, 2.0)).report.host
-            await server.stop(None)
-            try:
-                await link.request(collect, 2.0)
-                down = "answered"
-            except LinkError as exc:
-                down = str(exc)
-            server, _ = await _server(port)
-            again = ""
-            for _ in range(20):  # reconnect backoff is capped at one period (0.25 s here)
-                try:
-                    again = (await link.request(collect, 2.0)).report.host
+            for _ in range(50):
+                await asyncio.sleep(0.05)
+                if updates:
                     break
-                except LinkError:
-                    await asyncio.sleep(0.1)
-            return first, down, again
+            await server.stop(None)
+            server, _ = await _server(port)
+            first = updates[0][0]
+            for _ in range(60):  # reconnect backoff is capped at one period (0.25 s here)
+                await asyncio.sleep(0.05)
+                if any(e != first for e, _ in updates):
+                    break
+            return updates, downs
         finally:
-            link.end_session()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
             await link.channel.close()
             await server.stop(None)
 
-    first, down, again = asyncio.run(run())
-    assert first == "h1"
-    assert down == "UNAVAILABLE"
-    assert again == "h1"
+    updates, downs = asyncio.run(run())
+    first = updates[0][0]
+    assert updates[0][1], "a new session starts with a full update"
+    assert downs and downs[0] in ("UNAVAILABLE", "CANCELLED", "session ended by the agent")
+    restarted = [full for epoch, full in updates if epoch != first]
+    assert restarted and restarted[0], "the restarted agent's first update is a full one"

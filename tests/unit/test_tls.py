@@ -42,6 +42,8 @@ async def scenario(pki, configured_name: str) -> bool:
     )
     coord = Coordinator(cfg, rpc_timeout=3.0)
     try:
+        coord.start_sessions()
+        await coord.wait_synced(3.0)
         stats = await coord.cycle()
         return stats.agents_up == 1
     finally:

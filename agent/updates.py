@@ -1,0 +1,91 @@
+"""What the agent tells the coordinator on its session: numbered state updates.
+
+The state is one :class:`pb.JobState` per job. An :class:`UpdateSource` remembers what it
+last sent (the serialized state of each job), so an update carries only the jobs whose
+state differs and the jobs that are gone. Updates of one agent process share an epoch
+and are numbered from 1; a full update answers every sync and restarts the diff from
+the whole state. Pure: the session loop (``agent.session``) owns time and the stream.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+from grouper.v1 import agent_pb2 as pb
+
+JobKey = tuple[str, str]
+
+
+def new_epoch() -> int:
+    """An incarnation id: random, so a restarted agent never reuses its predecessor's."""
+    return random.SystemRandom().getrandbits(63) | 1
+
+
+class UpdateSource:
+    def __init__(self, host: str, epoch: int) -> None:
+        self.host = host
+        self.epoch = epoch
+        self.seq = 0
+        self.sent: dict[JobKey, bytes] | None = None  # None until the first sync
+        self.header: tuple[int, bool] = (0, False)  # plan version and priorities, as sent
+
+    @property
+    def synced(self) -> bool:
+        return self.sent is not None
+
+    def full(
+        self, jobs: dict[JobKey, pb.JobState], plan_version: int, active: bool
+    ) -> pb.StateUpdate:
+        self.sent = {k: js.SerializeToString(deterministic=True) for k, js in jobs.items()}
+        self.header = (plan_version, active)
+        return self._update(True, [jobs[k] for k in sorted(jobs)], [], plan_version, active, ())
+
+    def delta(
+        self,
+        jobs: dict[JobKey, pb.JobState],
+        plan_version: int,
+        active: bool,
+        events: Iterable[pb.StageEvent] = (),
+        *,
+        heartbeat: bool = False,
+    ) -> pb.StateUpdate | None:
+        """The changes since the last update; None when there are none and neither
+        events nor a heartbeat ask for one."""
+        if self.sent is None:
+            raise RuntimeError("delta before the first sync")
+        changed, now = [], {}
+        for k in sorted(jobs):
+            raw = jobs[k].SerializeToString(deterministic=True)
+            now[k] = raw
+            if self.sent.get(k) != raw:
+                changed.append(jobs[k])
+        removed = [pb.JobKey(cojob_id=c, job_id=j) for c, j in sorted(self.sent.keys() - now)]
+        events = list(events)
+        header = (plan_version, active)
+        if not changed and not removed and not events and not heartbeat and header == self.header:
+            return None
+        self.sent, self.header = now, header
+        return self._update(False, changed, removed, plan_version, active, events)
+
+    def _update(
+        self,
+        full: bool,
+        jobs: list[pb.JobState],
+        removed: list[pb.JobKey],
+        plan_version: int,
+        active: bool,
+        events: Iterable[pb.StageEvent],
+    ) -> pb.StateUpdate:
+        self.seq += 1
+        return pb.StateUpdate(
+            host=self.host,
+            epoch=self.epoch,
+            seq=self.seq,
+            full=full,
+            jobs=jobs,
+            removed=removed,
+            plan_version=plan_version,
+            priorities_active=active,
+            events=events,
+        )

@@ -1,0 +1,122 @@
+"""What the coordinator holds of one agent: its jobs, merged from numbered updates (pure).
+
+Updates of one agent process (one epoch) are numbered 1, 2, ...; a delta applies only
+to the state after the update before it. Anything else is a gap: the coordinator asks
+for a full update (a *sync*) and ignores deltas until it arrives. A message that was
+lost or came late can therefore never leave a job wrong: at worst it costs a resync,
+and the agent's heartbeat (an update at least every few seconds, numbered like the
+rest) reveals a gap even when nothing else changes.
+Registrations are validated once: a job whose registration bytes did not change keeps
+its validated template, so a progress update costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from common.errors import ConfigError
+from common.registration import parse_registration, registration_dict
+from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
+from grouper.v1 import agent_pb2 as pb
+
+JobKey = tuple[str, str]
+Verdict = Literal["applied", "stale", "gap"]
+
+
+@dataclass
+class AgentState:
+    host: str
+    epoch: int = 0
+    seq: int = 0
+    awaiting_full: bool = True  # after (re)connecting or a gap, until a full update
+    plan_version: int = 0
+    priorities_active: bool = False
+    jobs: dict[JobKey, tuple[bytes, JobReport]] = field(default_factory=dict)
+    _reports: list[JobReport] | None = None
+
+    def reset(self) -> None:
+        """Hold nothing until the next full update (a new stream, or a config reload)."""
+        self.awaiting_full = True
+
+    def reports(self) -> list[JobReport]:
+        if self._reports is None:
+            self._reports = [r for _, r in self.jobs.values()]
+        return self._reports
+
+    def clear(self) -> None:
+        self.jobs, self._reports = {}, None
+
+    def apply(self, up: pb.StateUpdate, known_hosts: set[str]) -> tuple[Verdict, list[str]]:
+        """Merge one update; returns the verdict and the jobs refused (field named)."""
+        if up.host != self.host:
+            raise ConfigError("update.host", f"agent for {self.host!r} reported as {up.host!r}")
+        if up.full:
+            if not self.awaiting_full and up.epoch == self.epoch and up.seq <= self.seq:
+                return "stale", []  # an older full update than the state held
+            jobs: dict[JobKey, tuple[bytes, JobReport]] = {}
+            errors = self._merge(up.jobs, jobs, known_hosts)
+            self.jobs, self._reports, self.awaiting_full = jobs, None, False
+        else:
+            if self.awaiting_full:  # a diff against a state not held; should it be newer
+                return "stale", []  # than the full update, the next heartbeat shows the gap
+            if up.epoch != self.epoch or up.seq > self.seq + 1:
+                self.awaiting_full = True
+                return "gap", []
+            if up.seq <= self.seq:
+                return "stale", []
+            errors = self._merge(up.jobs, self.jobs, known_hosts)
+            for k in up.removed:
+                self.jobs.pop((k.cojob_id, k.job_id), None)
+            self._reports = None
+        self.epoch, self.seq = up.epoch, up.seq
+        self.plan_version, self.priorities_active = up.plan_version, up.priorities_active
+        return "applied", errors
+
+    def _merge(
+        self, states: list[pb.JobState], into: dict[JobKey, tuple[bytes, JobReport]],
+        known_hosts: set[str],
+    ) -> list[str]:  # fmt: skip
+        errors = []
+        for i, js in enumerate(states):
+            key = (js.job.cojob_id, js.job.job_id)
+            raw = js.job.SerializeToString(deterministic=True)
+            held = self.jobs.get(key)
+            template = held[1].job if held is not None and held[0] == raw else None
+            if template is None:
+                checked = _validate_job(js.job, self.host, known_hosts)
+                if isinstance(checked, str):
+                    errors.append(f"update.jobs[{i}].{checked}")
+                    into.pop(key, None)
+                    continue
+                template = checked
+            done, total = js.iterations_done, template.total_iterations
+            if done > total:
+                errors.append(f"update.jobs[{i}].iterations_done: exceeds {total}: {done}")
+                into.pop(key, None)
+                continue
+            into[key] = (raw, JobReport(template, done, js.finished))
+        return errors
+
+
+def _validate_job(job: pb.JobRegistration, host: str, known_hosts: set[str]) -> ReportedJob | str:
+    try:
+        entry = parse_registration(registration_dict(job), known_hosts)
+    except ConfigError as exc:
+        return str(exc)
+    flows = {}
+    for f in entry.flows:
+        if f.src_host != host:
+            continue  # an agent speaks for the flows its host sends
+        fid = f.flow_id(entry.cojob_id, entry.job_id)
+        flows[fid] = ReportedFlow(fid, f.src_host, f.dst_host, f.bytes_per_iteration)
+    return ReportedJob(
+        entry.cojob_id,
+        entry.job_id,
+        entry.arch,
+        tuple(entry.stage_iterations),
+        entry.model_bytes,
+        entry.compute_time,
+        entry.arrival,
+        flows,
+    )
