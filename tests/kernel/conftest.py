@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.layers import skip_layer
-from tests.netns import AgentProc, cluster_yaml
+from tests.netns import AgentProc, NetStar, cluster_yaml
 
 
 def pytest_collection_modifyitems(config, items):
@@ -41,3 +41,13 @@ def agent_env(pair, tmp_path):
     for a in agents:
         if a.proc and a.proc.poll() is None:
             a.stop()
+
+
+@pytest.fixture
+def star():
+    """Three hosts on one bridge, each in its own namespace."""
+    s = NetStar(3)
+    try:
+        yield s
+    finally:
+        s.close()

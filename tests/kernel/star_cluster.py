@@ -1,0 +1,155 @@
+"""A 3-host star with agents in namespaces: the cluster config, the two cojobs the
+coordinator tests register, and the plan pda/ computes for them (what the kernels
+should hold)."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+import grpc
+import yaml
+
+from agent.kernel.layout import BandLayout
+from grouper.v1 import agent_pb2 as pb
+from grouper.v1 import agent_pb2_grpc as pbg
+from pda.model import Cojob, FlowSpec, Job
+from pda.policies import host_plans, schedule
+from pda.priorities import QueueConfig
+from pda.snapshot import build_snapshot
+from tests.netns import AgentProc, NetStar
+
+PERIOD, TTL, TIMEOUT = 0.5, 3.0, 1.5
+METRICS = 19100
+# cojob A: PS job, worker h1 <-> server h2 (1 MB each way per iteration), 4 + 8 iterations
+# cojob B: ring over h1, h2, h3 (2 MB per hop per iteration), 2 + 4 iterations
+JOBS = {
+    "A": {
+        "stages": [4, 8],
+        "arrival": 1000.0,
+        "flows": [("h1", "h2", 5101, 1e6), ("h2", "h1", 5102, 1e6)],
+    },
+    "B": {
+        "stages": [2, 4],
+        "arrival": 1001.0,
+        "flows": [("h1", "h2", 5201, 2e6), ("h2", "h3", 5202, 2e6), ("h3", "h1", 5203, 2e6)],
+    },
+}
+
+
+def config(star: NetStar, tmp_path) -> tuple:
+    names = ["h1", "h2", "h3"]
+    data = {
+        "cluster": "kt",
+        "hosts": [
+            {
+                "name": n,
+                "address": a,
+                "nic": star.nic,
+                "link_mbps": 100,
+                "agent": f"unix:{tmp_path}/{n}-agent.sock",
+            }
+            for n, a in zip(names, star.addrs, strict=True)
+        ],
+        "scheduling": {"period": PERIOD, "min_gap": 0.05},
+        "failure": {"plan_ttl": TTL, "agent_timeout": TIMEOUT},
+        "agent": {"metrics_port": 0},
+        "coordinator": {"listen": "127.0.0.1:17000"},
+        "metrics": {"coordinator": f"127.0.0.1:{METRICS}"},
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path, dict(zip(names, star.addrs, strict=True))
+
+
+def report_progress(agents: dict[str, AgentProc], cojob: str, done: int) -> None:
+    """Every participant of ``cojob``'s job reports ``done`` iterations."""
+    for src in {f[0] for f in JOBS[cojob]["flows"]}:
+        with grpc.insecure_channel(f"unix:{agents[src].registry}") as ch:
+            ack = pbg.RegistryStub(ch).ReportProgress(
+                pb.ProgressReport(cojob_id=cojob, job_id="j", iterations_done=done)
+            )
+        assert ack.ok, ack.error
+
+
+def agents_on(star: NetStar, path, tmp_path) -> dict[str, AgentProc]:  # noqa: ANN001
+    return {
+        n: AgentProc(star, ns, n, path, tmp_path)
+        for n, ns in zip(["h1", "h2", "h3"], star.hosts, strict=True)
+    }
+
+
+def register_all(agents: dict[str, AgentProc]) -> None:
+    for cojob, spec in JOBS.items():
+        for src, dst, port, size in spec["flows"]:
+            with grpc.insecure_channel(f"unix:{agents[src].registry}") as ch:
+                ack = pbg.RegistryStub(ch).RegisterJob(
+                    pb.JobRegistration(
+                        cojob_id=cojob,
+                        job_id="j",
+                        arch="flows",
+                        stage_iterations=spec["stages"],
+                        arrival=spec["arrival"],
+                        flows=[
+                            pb.FlowSpec(
+                                src_host=src, dst_host=dst, dst_port=port, bytes_per_iteration=size
+                            )
+                        ],
+                    )
+                )
+            assert ack.ok, ack.error
+
+
+def expected_maps(
+    addrs: dict[str, str], layout: BandLayout, done: dict[str, int] | None = None
+) -> dict[str, tuple[dict, dict]]:
+    """The plan computed straight from pda/, as the kernel should hold it, with
+    ``done[cojob]`` iterations done by its job."""
+    done = done or {}
+    cojobs = [
+        Cojob(
+            c,
+            tuple(s["stages"]),
+            (
+                Job.explicit(
+                    "j", [FlowSpec(a, b, size) for a, b, _, size in s["flows"]], done=done.get(c, 0)
+                ),
+            ),
+            s["arrival"],
+        )
+        for c, s in JOBS.items()
+    ]
+    snap = build_snapshot(cojobs, ["h1", "h2", "h3"], known_survivors=False)
+    plans = host_plans(snap, schedule(snap, "grouper"), QueueConfig())
+    port = {(c, a, b): p for c, s in JOBS.items() for a, b, p, _ in s["flows"]}
+    out = {}
+    for host, plan in plans.items():
+        band, dscp = {}, {}
+        for f in plan["flows"]:
+            key = (addrs[f["dst"]], port[(f["cojob"], f["src"], f["dst"])])
+            band[key] = layout.classid_text(f["band"])
+            dscp[key] = {"goto": {"target": f"dscp_{f['dscp']}"}}
+        out[host] = (band, dscp)
+    return out
+
+
+def version(agent: AgentProc) -> int:
+    with grpc.insecure_channel(f"unix:{agent.api}") as ch:
+        return pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=3).plan_version
+
+
+def wait_for(cond, timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def metric(name: str) -> float | None:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS}/metrics", timeout=3).read()
+    for line in text.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None

@@ -1,0 +1,182 @@
+"""The incremental protocol on real agents and kernels: updates lost or reordered on
+their way in, an agent restarting and a coordinator restarting. No stage is lost and
+every kernel converges to the plan pda/ computes for the jobs' true progress."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import threading
+
+from agent.kernel.layout import BandLayout
+from coordinator.loop import Coordinator
+from coordinator.metrics import CoordinatorMetrics
+from grouper.cluster_config import load_cluster_config
+from grouper.v1 import agent_pb2 as pb
+from tests.kernel.star_cluster import (
+    agents_on,
+    config,
+    expected_maps,
+    register_all,
+    report_progress,
+    version,
+    wait_for,
+)
+from tests.netns import GROUPER, ROOT, nft_map, root_qdisc
+
+HOSTS = ["h1", "h2", "h3"]
+
+
+class LossyCoordinator:
+    """A coordinator in this process whose updates pass a bad channel: of every four,
+    one is dropped and one held back and delivered after the next (reordered)."""
+
+    def __init__(self, path) -> None:  # noqa: ANN001
+        self.coord: Coordinator | None = None
+        self.seen = {"delivered": 0, "dropped": 0, "reordered": 0, "gaps": 0}
+        self.stop: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread = threading.Thread(target=asyncio.run, args=(self._main(path),), daemon=True)
+
+    async def _main(self, path) -> None:  # noqa: ANN001
+        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+        self.coord = coord = Coordinator(load_cluster_config(path), CoordinatorMetrics())
+        deliver = coord._on_update
+        held: dict[str, pb.StateUpdate] = {}
+        n = 0
+
+        def lossy(link, up: pb.StateUpdate) -> str:  # noqa: ANN001
+            nonlocal n
+            n += 1
+            if n % 4 == 1 and n > 1:
+                self.seen["dropped"] += 1
+                return "stale"
+            if n % 4 == 2 and link.host.name not in held:
+                held[link.host.name] = up
+                return "stale"
+            verdict = deliver(link, up)
+            late = held.pop(link.host.name, None)
+            if late is not None:
+                self.seen["reordered"] += 1
+                if deliver(link, late) == "gap":
+                    verdict = "gap"
+            self.seen["delivered"] += 1
+            self.seen["gaps"] += verdict == "gap"
+            return verdict
+
+        coord._on_update = lossy
+        try:
+            await coord.run(self.stop)
+        finally:
+            await coord.close()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        if self.loop is not None and self.stop is not None:
+            self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(timeout=10)
+
+
+def _kernels(star, addrs):  # noqa: ANN001, ANN202
+    ns = dict(zip(HOSTS, star.hosts, strict=True))
+    layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
+
+    def converged(done: dict[str, int]) -> bool:
+        want = expected_maps(addrs, layout, done)
+        return all(
+            (nft_map(ns[h], "band_dport"), nft_map(ns[h], "dscp_dport")) == want[h] for h in HOSTS
+        )
+
+    return converged
+
+
+def test_lost_and_reordered_updates_cost_a_resync_and_nothing_else(star, tmp_path):
+    path, addrs = config(star, tmp_path)
+    agents = agents_on(star, path, tmp_path)
+    coord = LossyCoordinator(path)
+    try:
+        for a in agents.values():
+            a.start()
+        register_all(agents)
+        coord.start()
+        converged = _kernels(star, addrs)
+        wait_for(lambda: converged({}), 20, "the first plan in every kernel")
+        # A's first stage ends: B goes first; A nearly done: A goes first again (each
+        # step changes every host's plan). B's progress changes no plan, only state.
+        for step, (cojob, done) in enumerate((("A", 4), ("B", 1), ("B", 2), ("A", 11))):
+            report_progress(agents, cojob, done)
+            if step == 0:
+                wait_for(lambda: converged({"A": 4}), 20, "the plan for A's second stage")
+        wait_for(lambda: converged({"A": 11, "B": 2}), 20, "the plan for A nearly done")
+
+        def held(host: str) -> dict:
+            return {r.job.key: r.iterations_done for r in coord.coord.links[host].jobs}
+
+        want = {("A", "j"): 11, ("B", "j"): 2}
+        wait_for(lambda: held("h1") == want, 5, "h1's progress held by the coordinator")
+        assert held("h2") == want and held("h3") == {("B", "j"): 2}, "no progress lost"
+        assert coord.seen["dropped"] >= 2 and coord.seen["reordered"] >= 2
+        assert coord.seen["gaps"] >= 1, "a lost update was noticed as a gap"
+    finally:
+        coord.close()
+        for a in agents.values():
+            if a.proc and a.proc.poll() is None:
+                a.stop()
+
+
+def test_agent_and_coordinator_restarts_lose_no_stage(star, tmp_path):
+    path, addrs = config(star, tmp_path)
+    agents = agents_on(star, path, tmp_path)
+    log = (tmp_path / "coordinator.log").open("w")
+
+    def coordinator() -> subprocess.Popen:
+        return subprocess.Popen(
+            [*GROUPER, "coordinator", "--config", str(path)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    coord = coordinator()
+    try:
+        for a in agents.values():
+            a.start()
+        register_all(agents)
+        converged = _kernels(star, addrs)
+        wait_for(lambda: converged({}), 20, "the first plan in every kernel")
+        report_progress(agents, "A", 4)  # B's stages go first now
+        wait_for(lambda: converged({"A": 4}), 10, "A's second stage planned")
+
+        # the agent on h1 is killed and restarts from its state file (A at 4): the new
+        # process (a new epoch) starts with no plan; it is re-synced and gets the plan
+        # for A's second stage, not the one for A's first
+        agents["h1"].stop(signal.SIGKILL)
+        agents["h1"].start()
+        wait_for(lambda: version(agents["h1"]) > 0, 10, "a plan for the restarted agent")
+        wait_for(lambda: converged({"A": 4}), 10, "h1's plan after its restart")
+
+        # the coordinator is killed and a new one starts: it knows nothing but what the
+        # agents' full updates tell it; once it pushed its own plans (versions grow),
+        # the kernels hold the plan for A at 4 again
+        before = {h: version(a) for h, a in agents.items()}
+        coord.kill()
+        coord.wait(timeout=10)
+        coord = coordinator()
+        wait_for(
+            lambda: all(version(a) > before[h] for h, a in agents.items()),
+            10,
+            "plans from the new coordinator",
+        )
+        assert converged({"A": 4})
+        report_progress(agents, "A", 11)  # A nearly done: its stage goes first again
+        wait_for(lambda: converged({"A": 11}), 10, "the new coordinator following progress")
+    finally:
+        if coord.poll() is None:
+            coord.terminate()
+            coord.wait(timeout=10)
+        for a in agents.values():
+            if a.proc and a.proc.poll() is None:
+                a.stop()
