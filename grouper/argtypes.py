@@ -51,6 +51,7 @@ def count(lo: int, hi: int) -> Callable[[str], int]:
 
 PERIOD = real(0.0, MAX_PERIOD)
 SEED = count(0, MAX_SEED)
+FRACTION = real(0.0, 1.0)
 
 
 class Parser(argparse.ArgumentParser):

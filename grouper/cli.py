@@ -69,7 +69,9 @@ def _cmd_coordinator(args: argparse.Namespace) -> int:
 def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
     from coordinator.bench import bench_coordinator
 
-    return bench_coordinator(args.agents, args.stages, args.seed, args.runs, args.json)
+    return bench_coordinator(
+        args.agents, args.stages, args.seed, args.runs, args.changed, args.json
+    )
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -242,13 +244,16 @@ def build_parser() -> argparse.ArgumentParser:
     bc = add(
         "coordinator",
         _cmd_bench_coordinator,
-        "one full coordinator cycle against in-process agents over loopback gRPC",
+        "coordinator cycles against a fleet of virtual agents (another process, loopback gRPC)",
         bsub,
     )
     bc.add_argument("--agents", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
     bc.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
     bc.add_argument("--seed", type=T.SEED, default=1)
     bc.add_argument("--runs", type=int, default=3)
+    bc.add_argument(
+        "--changed", type=T.FRACTION, default=1.0, help="share of jobs progressing per period"
+    )
     bc.add_argument("--json", metavar="PATH")
     bd = add(
         "discovery",

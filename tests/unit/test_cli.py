@@ -58,6 +58,16 @@ def test_release_constraint_makes_the_bound_exact_on_a_chain():
         lp_lower_bound(snap)
 
 
+def test_bench_coordinator_small_counts_what_it_measured():
+    out = json.loads(
+        run("bench", "coordinator", "--agents", "12", "--stages", "30", "--changed", "0.5",
+            "--json", "-")  # fmt: skip
+    )
+    assert out["agents_synced"] == 12 and out["stages"] > 0
+    assert out["updates_per_period"] > 0 and len(out["runs"]) == 3
+    assert out["seconds"] == pytest.approx(sorted(out["runs"])[1])
+
+
 def test_bench_pda_small():
     out = json.loads(run("bench", "pda", "--hosts", "20", "--stages", "50", "--json", "-"))
     assert out["stages"] == 50 and out["hosts"] == 20 and out["nonzeros"] > 0
@@ -75,6 +85,7 @@ def test_bench_pda_small():
         (["emulate", "--period", "0"], "argument --period: must be a finite number in (0, 60]"),
         (["bench", "pda", "--stages", "100000000"], "argument --stages: must be between 1 and"),
         (["bench", "coordinator", "--agents", "1e9"], "argument --agents: expected an integer"),
+        (["bench", "coordinator", "--changed", "2"], "argument --changed: must be a finite"),
         (["order"], "the following arguments are required: --workload"),
     ],
 )
