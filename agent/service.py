@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -152,8 +153,16 @@ class AgentServicer(pbg.AgentServicer):
         return await self._apply(request)
 
     async def _apply(self, request: pb.Plan) -> pb.ApplyResult:
+        received = time.time()
         ok, error, changed = await self.core.apply_plan(plan_dict(request))
-        return pb.ApplyResult(applied=ok, version=self.core.version, error=error, changed=changed)
+        return pb.ApplyResult(
+            applied=ok,
+            version=self.core.version,
+            error=error,
+            changed=changed,
+            received_at=received,
+            applied_at=time.time(),
+        )
 
     async def Session(self, requests: AsyncIterator[pb.SessionRequest], context: Any) -> None:
         """State updates out, syncs and plans in (see ``agent.session``). An empty or

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import logging
 import signal
+from typing import TextIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -19,12 +20,15 @@ from grouper.cluster_config import load_cluster_config
 log = logging.getLogger("grouper.coordinator")
 
 
-async def serve(config_path: str, listen: str | None, metrics_addr: str | None) -> None:
+async def serve(
+    config_path: str, listen: str | None, metrics_addr: str | None, trace: TextIO | None = None
+) -> None:
     cfg = load_cluster_config(config_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     metrics = CoordinatorMetrics()
     coord = Coordinator(cfg, metrics)
+    coord.trace = trace
 
     def reload() -> None:
         try:
@@ -65,5 +69,15 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
-    asyncio.run(serve(args.config, args.listen, args.metrics))
+    trace = None
+    if args.trace:
+        try:
+            trace = open(args.trace, "a")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise ConfigError("--trace", f"cannot open {args.trace!r}: {exc.strerror}") from None
+    try:
+        asyncio.run(serve(args.config, args.listen, args.metrics, trace))
+    finally:
+        if trace is not None:
+            trace.close()
     return 0

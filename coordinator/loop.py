@@ -12,9 +12,11 @@ that restarted (its version in force went back) gets its plan again.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass
+from typing import TextIO
 
 from common.errors import ConfigError
 from common.flows import parse_inbound_key
@@ -48,6 +50,18 @@ class CycleStats:
         return self.order_s + self.push_s
 
 
+def _event_trace(host: str, ev: pb.StageEvent) -> dict:
+    return {
+        "host": host,
+        "kind": pb.StageEvent.Kind.Name(ev.kind),
+        "cojob": ev.cojob_id,
+        "job": ev.job_id,
+        "stage": ev.stage,
+        "time": ev.time,
+        "received": time.time(),
+    }
+
+
 class Coordinator:
     def __init__(
         self,
@@ -73,6 +87,11 @@ class Coordinator:
         # jobs seen ending, while agents still report them: (cojob, job) -> (how, stages)
         self.ended: dict[tuple[str, str], tuple[str, int]] = {}
         self.planner = self._planner(cfg)
+        # with a trace file: a JSON line per cycle, with the events that led to it and
+        # each plan pushed (times on this host's clock, unix seconds)
+        self.trace: TextIO | None = None
+        self.traced_events: list[dict] = []
+        self.traced_pushes: list[dict] = []
 
     @staticmethod
     def _planner(cfg: ClusterConfig) -> Planner:
@@ -164,6 +183,8 @@ class Coordinator:
                 if ev.kind == pb.StageEvent.STAGE_STARTED:
                     self.stage_started.setdefault((ev.cojob_id, ev.stage), ev.time)
                 kick = True
+                if self.trace is not None:
+                    self.traced_events.append(_event_trace(link.host.name, ev))
             if kick and self.cfg.scheduling.event_driven:
                 self.kick.set()
         self.ingest_s += time.perf_counter() - t0
@@ -197,6 +218,7 @@ class Coordinator:
 
     async def _push(self, link: AgentLink, plan: HostPlan) -> bool:
         version = link.next_version()
+        sent = time.time()
         msg = pb.SessionRequest()
         msg.plan.version = version
         msg.plan.host = link.host.name
@@ -231,6 +253,12 @@ class Coordinator:
                 "".join(f"; {f} {old.get(f)} -> {plan.get(f)}" for f in diff[:4]),
             )
         link.agent_version, link.acked, link.last_push = res.version, plan, time.monotonic()
+        if self.trace is not None:
+            self.traced_pushes.append({
+                "host": link.host.name, "version": version, "changed": res.changed,
+                "sent": sent, "received": res.received_at, "applied": res.applied_at,
+                "acked": time.time(),
+            })  # fmt: skip
         self.metrics.plans_pushed.inc()
         return True
 
@@ -249,6 +277,7 @@ class Coordinator:
         model = merge_reports(reports, tuple(self.links), self.stage_started, self.merge_cache)
         planned = plan_hosts(model, self.planner, time.monotonic(), self.tables)
         t2 = time.perf_counter()
+        planned_at = time.time()
         if log.isEnabledFor(logging.DEBUG) and self.last_stats is not None:
             if planned.order != self.last_stats.order:
                 log.debug("order changed: %s", " > ".join(planned.order[:12]))
@@ -282,8 +311,22 @@ class Coordinator:
                 stats.total_s * 1e3,
             )
         self.last_stats = stats
+        if self.trace is not None:
+            self._write_trace(trigger, planned_at)
         self.heap.after_cycle()
         return stats
+
+    def _write_trace(self, trigger: str, planned_at: float) -> None:
+        assert self.trace is not None
+        line = {
+            "trigger": trigger,
+            "planned": planned_at,
+            "events": self.traced_events,
+            "pushes": self.traced_pushes,
+        }
+        self.trace.write(json.dumps(line) + "\n")
+        self.trace.flush()
+        self.traced_events, self.traced_pushes = [], []
 
     def _note_ended(self, links: list[AgentLink]) -> None:
         """Log each job once when it ends: completed, or killed after stage k (a pruned

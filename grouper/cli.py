@@ -86,6 +86,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _cmd_bench_reaction(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from topologies.reaction import bench_reaction
+
+    work = Path(tempfile.mkdtemp(prefix="grouper-reaction-")) / "run"
+    return bench_reaction(args.events, args.period, args.gap, args.seed, args.json, work)
+
+
 def _cmd_bench_discovery(args: argparse.Namespace) -> int:
     from agent.discovery.bench import bench_discovery
 
@@ -210,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--listen", help="health service address (default: coordinator.listen)")
     co.add_argument("--metrics", help="Prometheus address HOST:PORT (port 0 = off)")
     co.add_argument("--log-level", default="INFO")
+    co.add_argument(
+        "--trace", metavar="FILE", help="append a JSON line per cycle: events, plans, timings"
+    )
     cc = add("check-config", _cmd_check_config, "validate a cluster config file")
     cc.add_argument("file")
     ru = add("run", _cmd_run, "run a command as a grouper job (registers it with the local agent)")
@@ -255,6 +268,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--changed", type=T.FRACTION, default=1.0, help="share of jobs progressing per period"
     )
     bc.add_argument("--json", metavar="PATH")
+    br = add(
+        "reaction",
+        _cmd_bench_reaction,
+        "stage event to new priorities in every kernel, on the emulated fabric (root)",
+        bsub,
+    )
+    br.add_argument("--events", type=T.count(1, 10000), default=80)
+    br.add_argument("--period", type=T.real(0.05, 3600), default=5.0, help="scheduling period")
+    br.add_argument("--gap", type=T.real(0.05, 60), default=0.5, help="seconds between events")
+    br.add_argument("--seed", type=T.SEED, default=1)
+    br.add_argument("--json", metavar="PATH")
     bd = add(
         "discovery",
         _cmd_bench_discovery,

@@ -105,10 +105,7 @@ def emulate(args: object) -> int:
             "band_bytes": bands[p],
         }
     png = report.plot_normalized(
-        {
-            p: {k: results[p][k] for k in ("avg_sct", "avg_jct", "avg_slowdown")}
-            for p in policies
-        },
+        {p: {k: results[p][k] for k in ("avg_sct", "avg_jct", "avg_slowdown")} for p in policies},
         out / "normalized.png",
         f"emulated {wl.name}",
     )

@@ -81,6 +81,7 @@ class Emulation:
         self.agents: dict[str, subprocess.Popen] = {}
         self.coordinator: subprocess.Popen | None = None
         self.netns: dict[str, NetnsThread] = {}
+        self.coordinator_args: list[str] = []  # e.g. ["--trace", FILE]
 
     def start(self) -> None:
         if self.work.exists():
@@ -134,6 +135,7 @@ class Emulation:
                 str(self.config),
                 "--log-level",
                 "DEBUG",
+                *self.coordinator_args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,28 @@
+"""``grouper bench reaction`` on the emulated fabric: every registration is traced from
+the registry call to the sending host's kernel, through the coordinator's trace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.netns import GROUPER, ROOT
+
+
+def test_bench_reaction_times_each_registration_to_its_senders_kernel(tmp_path):
+    out = tmp_path / "reaction.json"
+    subprocess.run(
+        [*GROUPER, "bench", "reaction", "--events", "8", "--gap", "0.3", "--json", str(out)],
+        cwd=ROOT,
+        check=True,
+        timeout=240,
+    )
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert len(rows) == 8 and result["measured"] == sum(r["status"] == "ok" for r in rows)
+    registered = [r for r in rows if r["kind"] == "registered"]
+    assert len(registered) >= 3, "the driver starts with three registrations"
+    for r in registered:  # a new flow always changes its sender's plan
+        assert r["status"] == "ok" and r["host"] in r["hosts"], r
+        assert r["seconds"] > 0 and all(r[k] >= 0 for k in ("planning", "kernel")), r
+    assert result["seconds"]["max"] >= result["seconds"]["p50"] > 0
