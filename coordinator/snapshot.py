@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
+from common.flows import inbound_key, parse_port_flow
 from pda.model import Cojob, FlowSpec, Job
 
 log = logging.getLogger("grouper.coordinator")
@@ -71,6 +72,8 @@ class Model:
     cojobs: list[Cojob]
     flow_ids: list[str]  # parallel to the snapshot's flow rows
     flow_src: list[str]
+    # per flow row: (receiving host, its inbound key) for port-matched flows, else None
+    flow_inbound: list[tuple[str, str] | None] = field(default_factory=list)
 
 
 @dataclass
@@ -80,6 +83,7 @@ class _Built:
     flows: tuple[FlowSpec, ...]
     ids: list[str]
     src: list[str]
+    inbound: list[tuple[str, str] | None]
     job: Job | None = None  # the last Job built from these parts (immutable; reused)
 
 
@@ -132,6 +136,7 @@ def merge_reports(
     cojobs: list[Cojob] = []
     flow_ids: list[str] = []
     flow_src: list[str] = []
+    flow_inbound: list[tuple[str, str] | None] = []
     for cid in sorted(by_cojob, key=lambda c: (min(m[2] for m in by_cojob[c]), c)):
         members = by_cojob[cid]
         stages = max((m[0].stage_iterations for m in members), key=len)
@@ -146,6 +151,7 @@ def merge_reports(
             jobs.append(built.job)
             flow_ids += built.ids
             flow_src += built.src
+            flow_inbound += built.inbound
         started = tuple(
             (stage_started or {}).get((cid, k + 1), math.inf) for k in range(len(stages))
         )
@@ -161,7 +167,7 @@ def merge_reports(
             cojob = Cojob(cid, stages, tuple(jobs), arrival, started)
         cojobs.append(cojob)
     cache.cojobs = {c.cojob_id: c for c in cojobs}
-    return Model(hosts, cojobs, flow_ids, flow_src)
+    return Model(hosts, cojobs, flow_ids, flow_src, flow_inbound)
 
 
 def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
@@ -191,4 +197,14 @@ def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
         tuple(FlowSpec(f.src_host, f.dst_host, f.bytes_per_iteration) for f in ordered),
         [f.flow_id for f in ordered],
         [f.src_host for f in ordered],
+        [inbound_of(f.flow_id, f.src_host) for f in ordered],
     )
+
+
+def inbound_of(fid: str, src: str) -> tuple[str, str] | None:
+    """(receiving host, its inbound key) of a port-matched flow id; None for host flows."""
+    parsed = parse_port_flow(fid)
+    if parsed is None:
+        return None
+    dst, port, by_source = parsed
+    return dst, inbound_key(src, port, by_source)

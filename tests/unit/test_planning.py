@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from coordinator.planner import plan_hosts
-from coordinator.snapshot import Model
+from coordinator.snapshot import Model, inbound_of
 from pda.planning import Planner
 from pda.priorities import QueueConfig
 from pda.snapshot import build_snapshot
@@ -22,7 +22,9 @@ def coordinator_model(hosts: tuple[str, ...], cojobs: list) -> Model:
             for k, f in enumerate(job.flows):
                 ids.append(f"{cj.cojob_id}/{job.job_id}/{f.dst}:{k + 1}")
                 src.append(f.src)
-    return Model(hosts, list(cojobs), ids, src)
+    return Model(
+        hosts, list(cojobs), ids, src, [inbound_of(i, s) for i, s in zip(ids, src, strict=True)]
+    )
 
 
 @pytest.mark.parametrize("period", [0.0, 0.7])
