@@ -22,9 +22,9 @@ from common.errors import ConfigError
 from common.flows import parse_inbound_key
 from coordinator.heap import HeapKeeper
 from coordinator.links import AgentLink, LinkError
+from coordinator.merge import Merger
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.planner import HostPlan, plan_hosts
-from coordinator.snapshot import MergeCache, merge_reports
 from grouper.cluster_config import ClusterConfig
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
@@ -78,7 +78,7 @@ class Coordinator:
         self.sessions: dict[str, asyncio.Task] = {}
         self.ingest_s = 0.0  # time spent merging updates since the last cycle
         self.updates = 0
-        self.merge_cache = MergeCache()
+        self.merger = Merger(tuple(self.links))
         self.tables = FlowTables()
         self.stage_started: dict[tuple[str, int], float] = {}
         self.kick = asyncio.Event()
@@ -117,6 +117,11 @@ class Coordinator:
                 link.end_session()  # jobs are validated against the host list: resync
             self.links[h.name] = link
         self.host_names = set(self.links)
+        self.merger = Merger(tuple(self.links))  # the model is rebuilt for the new host list
+        for name, link in self.links.items():
+            jobs = {k: r for k, (_, r) in link.state.jobs.items()}
+            link.state.dirty = set()
+            self.merger.set_host(name, jobs, jobs)
         for name, link in old.items():
             task = self.sessions.pop(name, None)
             if task is not None:
@@ -181,7 +186,9 @@ class Coordinator:
                 self._set_up(link, True)
             for ev in up.events:
                 if ev.kind == pb.StageEvent.STAGE_STARTED:
-                    self.stage_started.setdefault((ev.cojob_id, ev.stage), ev.time)
+                    if (ev.cojob_id, ev.stage) not in self.stage_started:
+                        self.stage_started[ev.cojob_id, ev.stage] = ev.time
+                        self.merger.touch(ev.cojob_id)
                 kick = True
                 if self.trace is not None:
                     self.traced_events.append(_event_trace(link.host.name, ev))
@@ -273,8 +280,10 @@ class Coordinator:
             link.age_out(timeout)
         self._note_ended(links)
         ingest, self.ingest_s = self.ingest_s, 0.0
-        reports = {link.host.name: link.jobs for link in links}
-        model = merge_reports(reports, tuple(self.links), self.stage_started, self.merge_cache)
+        for link in links:
+            if link.state.dirty:
+                self.merger.set_host(link.host.name, *link.state.take_dirty())
+        model = self.merger.model(self.stage_started)
         planned = plan_hosts(model, self.planner, time.monotonic(), self.tables)
         t2 = time.perf_counter()
         planned_at = time.time()

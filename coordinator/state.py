@@ -33,6 +33,7 @@ class AgentState:
     plan_version: int = 0
     priorities_active: bool = False
     jobs: dict[JobKey, tuple[bytes, JobReport]] = field(default_factory=dict)
+    dirty: set[JobKey] = field(default_factory=set)  # jobs changed since take_dirty()
     _reports: list[JobReport] | None = None
 
     def reset(self) -> None:
@@ -45,7 +46,13 @@ class AgentState:
         return self._reports
 
     def clear(self) -> None:
+        self.dirty.update(self.jobs)
         self.jobs, self._reports = {}, None
+
+    def take_dirty(self) -> tuple[dict[JobKey, JobReport], set[JobKey]]:
+        """The jobs held now, and which of them changed (or went) since the last call."""
+        dirty, self.dirty = self.dirty, set()
+        return {k: r for k, (_, r) in self.jobs.items() if k in dirty}, dirty
 
     def apply(self, up: pb.StateUpdate, known_hosts: set[str]) -> tuple[Verdict, list[str]]:
         """Merge one update; returns the verdict and the jobs refused (field named)."""
@@ -56,6 +63,8 @@ class AgentState:
                 return "stale", []  # an older full update than the state held
             jobs: dict[JobKey, tuple[bytes, JobReport]] = {}
             errors = self._merge(up.jobs, jobs, known_hosts)
+            self.dirty.update(self.jobs.keys() ^ jobs.keys())
+            self.dirty.update(k for k, v in jobs.items() if self.jobs.get(k) != v)
             self.jobs, self._reports, self.awaiting_full = jobs, None, False
         else:
             if self.awaiting_full:  # a diff against a state not held; should it be newer
@@ -66,8 +75,10 @@ class AgentState:
             if up.seq <= self.seq:
                 return "stale", []
             errors = self._merge(up.jobs, self.jobs, known_hosts)
+            self.dirty.update((js.job.cojob_id, js.job.job_id) for js in up.jobs)
             for k in up.removed:
                 self.jobs.pop((k.cojob_id, k.job_id), None)
+                self.dirty.add((k.cojob_id, k.job_id))
             self._reports = None
         self.epoch, self.seq = up.epoch, up.seq
         self.plan_version, self.priorities_active = up.plan_version, up.priorities_active

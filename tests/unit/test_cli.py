@@ -60,8 +60,18 @@ def test_release_constraint_makes_the_bound_exact_on_a_chain():
 
 def test_bench_coordinator_small_counts_what_it_measured():
     out = json.loads(
-        run("bench", "coordinator", "--agents", "12", "--stages", "30", "--changed", "0.5",
-            "--json", "-")  # fmt: skip
+        run(
+            "bench",
+            "coordinator",
+            "--agents",
+            "12",
+            "--stages",
+            "30",
+            "--changed",
+            "0.5",
+            "--json",
+            "-",
+        )  # fmt: skip
     )
     assert out["agents_synced"] == 12 and out["stages"] > 0
     assert out["updates_per_period"] > 0 and len(out["runs"]) == 3

@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.errors import ConfigError
+from coordinator.merge import Merger, merge_reports
 from coordinator.planner import plan_hosts
-from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob, merge_reports
+from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
 from coordinator.state import AgentState
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
@@ -181,19 +182,66 @@ def test_validation_is_reused_while_progress_is_read_anew():
     assert again[0].job is jobs[0].job  # the validated template was reused
 
 
-def test_merge_cache_rebuilds_only_when_templates_change():
-    from coordinator.snapshot import MergeCache
-
+def test_merger_rebuilds_flows_only_when_templates_change_and_keeps_untouched_cojobs():
     a = rj("A", "j", [("A/j/h2:1", "h1", "h2", 5.0)])
-    cache = MergeCache()
-    m1 = merge_reports({"h1": [a]}, ("h1", "h2"), cache=cache)
-    m2 = merge_reports({"h1": [JobReport(a.job, 3)]}, ("h1", "h2"), cache=cache)
+    c = rj("C", "j", [("C/j/h2:2", "h1", "h2", 1.0)], arrival=5.0)
+    merger = Merger(("h1", "h2"))
+    merger.set_host("h1", {a.job.key: a, c.job.key: c}, [a.job.key, c.job.key])
+    m1 = merger.model()
+    merger.set_host("h1", {a.job.key: JobReport(a.job, 3)}, [a.job.key])
+    m2 = merger.model()
     assert m1.cojobs[0].jobs[0].flows is m2.cojobs[0].jobs[0].flows
     assert m2.cojobs[0].jobs[0].done == 3
+    assert m1.cojobs[1] is m2.cojobs[1], "a cojob nothing changed in is the same object"
     b = rj("A", "j", [("A/j/h2:1", "h1", "h2", 7.0)])
-    m3 = merge_reports({"h1": [b]}, ("h1", "h2"), cache=cache)
-    assert m3.cojobs[0].jobs[0].flows[0].bytes == 7.0
-    assert len(cache.entries) == 1
+    merger.set_host("h1", {b.job.key: b}, [b.job.key])
+    assert merger.model().cojobs[0].jobs[0].flows[0].bytes == 7.0
+    assert len(merger.built) == 2, "one set of built flows per job"
+    merger.set_host("h1", {}, [a.job.key, c.job.key])
+    assert merger.model().cojobs == [] and merger.built == {}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["h1", "h2"]),
+            st.sampled_from("ABC"),
+            st.sampled_from("jk"),
+            st.integers(0, 14),
+            st.booleans(),
+            st.booleans(),
+        ),  # fmt: skip
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_incremental_merge_equals_merging_from_scratch(steps):
+    """After any sequence of per-host changes, the Merger's model is the one merged from
+    scratch out of the same reports (same cojobs, jobs, progress and flow rows)."""
+    held: dict[str, dict] = {"h1": {}, "h2": {}}
+    templates: dict = {}
+    merger = Merger(("h1", "h2", "h3"))
+    for host, cojob, job, done, finished, gone in steps:
+        key = (cojob, job)
+        if gone:
+            held[host].pop(key, None)
+        else:  # a registration is validated once: its template object is reused
+            other = "h3" if host == "h1" else "h1"
+            flows = [(f"{cojob}/{job}/{other}:1", host, other, 2.0)]
+            template = templates.setdefault((host, key), rj(cojob, job, flows).job)
+            held[host][key] = JobReport(template, done, finished)
+        merger.set_host(host, held[host], [key])
+        inc = merger.model()
+        ref = merge_reports({h: list(j.values()) for h, j in held.items()}, ("h1", "h2", "h3"))
+        assert [(c.cojob_id, c.stage_iterations, c.arrival) for c in inc.cojobs] == [
+            (c.cojob_id, c.stage_iterations, c.arrival) for c in ref.cojobs
+        ]
+        assert [[(j.job_id, j.done, j.flows) for j in c.jobs] for c in inc.cojobs] == [
+            [(j.job_id, j.done, j.flows) for j in c.jobs] for c in ref.cojobs
+        ]
+        assert (inc.flow_ids, inc.flow_src, inc.flow_inbound) == (
+            ref.flow_ids, ref.flow_src, ref.flow_inbound)  # fmt: skip
 
 
 def test_host_flows_of_jobs_known_by_their_processes_are_planned_by_id():

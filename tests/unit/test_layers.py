@@ -26,8 +26,14 @@ ALLOWED = {
     "agent": {"common", "pda", *GROUPER_BELOW},
     "coordinator": {"common", "pda", "workloads", *GROUPER_BELOW},
     "topologies": {
-        "common", "pda", "workloads", "simulator", "trafficgen", *GROUPER_BELOW,
-        "grouper.integrations.torch", "grouper.integrations.optuna",
+        "common",
+        "pda",
+        "workloads",
+        "simulator",
+        "trafficgen",
+        *GROUPER_BELOW,
+        "grouper.integrations.torch",
+        "grouper.integrations.optuna",
     },  # fmt: skip
 }
 

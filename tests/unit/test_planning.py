@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from coordinator.merge import inbound_of
 from coordinator.planner import plan_hosts
-from coordinator.snapshot import Model, inbound_of
+from coordinator.snapshot import Model
 from pda.planning import Planner
 from pda.priorities import QueueConfig
 from pda.snapshot import build_snapshot

@@ -191,8 +191,13 @@ def test_ps_mode_sequential_pushes_then_pulls_overlap_does_both(mode, sct):
                     "id": "a",
                     "stages": [2],
                     "jobs": [
-                        {"id": "j", "arch": "ps", "model_bytes": 2,
-                         "workers": ["h1", "h2"], "servers": ["h3"]}  # fmt: skip
+                        {
+                            "id": "j",
+                            "arch": "ps",
+                            "model_bytes": 2,
+                            "workers": ["h1", "h2"],
+                            "servers": ["h3"],
+                        }  # fmt: skip
                     ],
                 }
             ],
@@ -235,9 +240,14 @@ def test_host_local_traffic_is_dropped_or_charged_to_the_hosts_ports(mode, sct):
                     "id": "a",
                     "stages": [1],
                     "jobs": [
-                        {"id": "j", "arch": "flows",
-                         "flows": [{"src": "h1", "dst": "h2", "bytes": 2},
-                                   {"src": "h1", "dst": "h1", "bytes": 4}]}  # fmt: skip
+                        {
+                            "id": "j",
+                            "arch": "flows",
+                            "flows": [
+                                {"src": "h1", "dst": "h2", "bytes": 2},
+                                {"src": "h1", "dst": "h1", "bytes": 4},
+                            ],
+                        }  # fmt: skip
                     ],
                 }
             ],

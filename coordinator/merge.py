@@ -1,0 +1,228 @@
+"""Agents' reports -> the scheduling model, kept across cycles (pure).
+
+Each agent reports the jobs its local participants registered, with the flows they
+send. A job spread over several hosts is merged by (cojob, job): flows are united by
+(sending host, flow id), progress is the slowest participant's, and a job any
+participant reported finished is gone. Every job is assumed to run all its remaining
+stages (online).
+
+The :class:`Merger` keeps every host's part of every job and redoes only what changed:
+the jobs named by :meth:`Merger.set_host`, and the cojobs holding them or whose stages
+started. Registrations are immutable once accepted, so a job's flows are built once
+per set of validated templates (:class:`_Built`); unchanged cojobs keep their
+:class:`Cojob` objects, which the snapshot's caches key on.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import chain
+
+from common.flows import inbound_key, parse_port_flow
+from coordinator.snapshot import JobReport, Model, ReportedFlow, ReportedJob
+from pda.model import Cojob, FlowSpec, Job
+
+log = logging.getLogger("grouper.coordinator")
+
+JobKey = tuple[str, str]
+
+
+@dataclass
+class _Built:
+    parts: tuple[ReportedJob, ...]  # held so their ids stay unique while cached
+    arrival: float
+    flows: tuple[FlowSpec, ...]
+    ids: list[str]
+    src: list[str]
+    inbound: list[tuple[str, str] | None]
+    job: Job | None = None  # the last Job built from these parts (immutable; reused)
+
+
+@dataclass
+class _Member:
+    """A job as merged from its hosts' parts, in its cojob."""
+
+    template: ReportedJob
+    done: int
+    built: _Built
+
+
+@dataclass
+class _CojobEntry:
+    cojob: Cojob
+    builts: list[_Built]  # its jobs' flows, in member order
+    ids: list[str]
+    src: list[str]
+    inbound: list[tuple[str, str] | None]
+
+
+class Merger:
+    def __init__(self, hosts: tuple[str, ...]) -> None:
+        self.hosts = hosts
+        self.known = set(hosts)
+        self.parts: dict[JobKey, dict[str, JobReport]] = {}
+        self.built: dict[JobKey, tuple[tuple[int, ...], _Built]] = {}  # by template ids
+        self.members: dict[str, dict[str, _Member]] = {}  # cojob -> job -> member
+        self.entries: dict[str, _CojobEntry] = {}
+        self.dirty_jobs: set[JobKey] = set()
+        self.dirty_cojobs: set[str] = set()
+
+    def set_host(self, host: str, jobs: dict[JobKey, JobReport], changed: Iterable[JobKey]) -> None:
+        """Take ``host``'s current report of each job in ``changed`` (absent: gone)."""
+        for key in changed:
+            group = self.parts.get(key)
+            r = jobs.get(key)
+            if r is None:
+                if group is not None:
+                    group.pop(host, None)
+                    if not group:
+                        del self.parts[key]
+            elif group is None:
+                self.parts[key] = {host: r}
+            else:
+                group[host] = r
+            self.dirty_jobs.add(key)
+
+    def touch(self, cojob_id: str) -> None:
+        """Rebuild a cojob at the next model (its stage start times changed)."""
+        self.dirty_cojobs.add(cojob_id)
+
+    def model(self, stage_started: dict[tuple[str, int], float] | None = None) -> Model:
+        for key in self.dirty_jobs:
+            self._merge_job(key)
+        self.dirty_jobs = set()
+        started = stage_started or {}
+        for cid in self.dirty_cojobs:
+            self._build_cojob(cid, started)
+        self.dirty_cojobs = set()
+        order = sorted(self.entries.values(), key=lambda e: (e.cojob.arrival, e.cojob.cojob_id))
+        return Model(
+            self.hosts,
+            [e.cojob for e in order],
+            list(chain.from_iterable(e.ids for e in order)),
+            list(chain.from_iterable(e.src for e in order)),
+            list(chain.from_iterable(e.inbound for e in order)),
+        )
+
+    def _merge_job(self, key: JobKey) -> None:
+        cid, jid = key
+        group = self.parts.get(key)
+        member = None
+        if group:
+            reps = [group[h] for h in sorted(group)]
+            ids = tuple([id(r.job) for r in reps])
+            held = self.built.get(key)
+            if held is None or held[0] != ids:  # flows built once per set of templates
+                held = self.built[key] = (ids, _build(tuple(r.job for r in reps), self.known))
+            if not any(r.finished for r in reps) and held[1].flows:
+                done = min(r.iterations_done for r in reps)
+                member = _Member(reps[0].job, done, held[1])
+        else:
+            self.built.pop(key, None)
+        jobs = self.members.get(cid)
+        if member is not None:
+            self.members.setdefault(cid, {})[jid] = member
+        elif jobs is not None:
+            jobs.pop(jid, None)
+            if not jobs:
+                del self.members[cid]
+        self.dirty_cojobs.add(cid)
+
+    def _build_cojob(self, cid: str, started_at: dict[tuple[str, int], float]) -> None:
+        jobs = self.members.get(cid)
+        if not jobs:
+            self.entries.pop(cid, None)
+            return
+        members = [jobs[j] for j in sorted(jobs)]
+        stages = max((m.template.stage_iterations for m in members), key=len)
+        total = sum(stages)
+        built_jobs = []
+        for m in members:
+            done = min(m.done, total)
+            b = m.built
+            if b.job is None or b.job.done != done:  # immutable: rebuilt on progress
+                b.job = Job(m.template.job_id, "flows", b.flows,
+                            compute_time=m.template.compute_time, done=done)  # fmt: skip
+            built_jobs.append(b.job)
+        started = tuple(started_at.get((cid, k + 1), math.inf) for k in range(len(stages)))
+        arrival = min(m.built.arrival for m in members)
+        old = self.entries.get(cid)
+        if (
+            old is not None
+            and (old.cojob.stage_iterations, old.cojob.arrival, old.cojob.stage_started)
+            == (stages, arrival, started)
+            and len(old.cojob.jobs) == len(built_jobs)
+            and all(a is b for a, b in zip(old.cojob.jobs, built_jobs, strict=True))
+        ):
+            return  # the very same jobs: keep the object the snapshot caches know
+        cojob = Cojob(cid, stages, tuple(built_jobs), arrival, started)
+        builts = [m.built for m in members]
+        if old is not None and len(old.builts) == len(builts) and all(
+            a is b for a, b in zip(old.builts, builts, strict=True)
+        ):  # progress only: the same flow rows
+            self.entries[cid] = _CojobEntry(cojob, builts, old.ids, old.src, old.inbound)
+            return
+        self.entries[cid] = _CojobEntry(
+            cojob,
+            builts,
+            [i for b in builts for i in b.ids],
+            [s for b in builts for s in b.src],
+            [x for b in builts for x in b.inbound],
+        )
+
+
+def merge_reports(
+    reports: dict[str, list[JobReport]],
+    hosts: tuple[str, ...],
+    stage_started: dict[tuple[str, int], float] | None = None,
+) -> Model:
+    """The model of these reports, merged from scratch. Flows naming hosts outside the
+    config are dropped (logged): the coordinator only schedules hosts of its config."""
+    merger = Merger(hosts)
+    for host in sorted(reports):
+        jobs = {r.job.key: r for r in reports[host]}
+        merger.set_host(host, jobs, jobs)
+    return merger.model(stage_started)
+
+
+def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
+    first = parts[0]
+    for p in parts[1:]:
+        if p.stage_iterations != first.stage_iterations:
+            log.warning(
+                "job %s/%s: hosts disagree on stages %s vs %s; using the first",
+                first.cojob_id,
+                first.job_id,
+                first.stage_iterations,
+                p.stage_iterations,
+            )
+    # a flow id is unique on its sending host only (two workers push to the same
+    # server port under the same id), so flows are keyed by (source host, flow id)
+    flows: dict[tuple[str, str], ReportedFlow] = {}
+    for p in parts:
+        for fid, f in p.flows.items():
+            if f.src_host not in known or f.dst_host not in known:
+                log.warning("flow %s names a host outside the config; ignored", fid)
+                continue
+            flows.setdefault((f.src_host, fid), f)
+    ordered = [flows[k] for k in sorted(flows)]
+    return _Built(
+        parts,
+        min(p.arrival for p in parts),
+        tuple(FlowSpec(f.src_host, f.dst_host, f.bytes_per_iteration) for f in ordered),
+        [f.flow_id for f in ordered],
+        [f.src_host for f in ordered],
+        [inbound_of(f.flow_id, f.src_host) for f in ordered],
+    )
+
+
+def inbound_of(fid: str, src: str) -> tuple[str, str] | None:
+    """(receiving host, its inbound key) of a port-matched flow id; None for host flows."""
+    parsed = parse_port_flow(fid)
+    if parsed is None:
+        return None
+    dst, port, by_source = parsed
+    return dst, inbound_key(src, port, by_source)
