@@ -57,17 +57,22 @@ class Snapshot:
 
 
 class FlowTables:
-    """Memo of each job's flows as arrays (source and destination host index, bytes).
+    """Memo of what a snapshot computes from each cojob alone, across snapshots.
 
-    Entries are keyed by the identity of a job's ``flows`` tuple and hold that tuple, so
-    a caller that rebuilds :class:`Job` objects around the same flows every cycle (the
-    coordinator, the simulator) validates and converts them once. Entries not used by
-    the last snapshot are dropped; a different host list starts afresh.
+    A cojob's part (:class:`_Block`: its jobs' flows as arrays, remaining iterations,
+    unfinished stages and their loads, in local indices) is keyed by the identity of the
+    :class:`Cojob` object and holds it; callers that keep unchanged cojobs as the same
+    objects (the coordinator's merger, the simulator) pay only for the cojobs that
+    changed. Flow arrays are also keyed by each job's ``flows`` tuple, so a job rebuilt
+    around the same flows (progress) converts them once. Entries not used by the last
+    snapshot are dropped; another host list or view starts afresh.
     """
 
     def __init__(self) -> None:
         self.hosts: tuple[str, ...] = ()
+        self.known_survivors: bool | None = None
         self.entries: dict[int, _FlowTable] = {}
+        self.blocks: dict[int, _Block] = {}
 
 
 @dataclass
@@ -76,6 +81,24 @@ class _FlowTable:
     src: np.ndarray
     dst: np.ndarray
     nbytes: np.ndarray
+
+
+@dataclass
+class _Block:
+    """One cojob's rows, in local indices (stage rows and jobs of this cojob only)."""
+
+    cojob: Cojob  # held so its id stays unique while cached
+    tables: list[_FlowTable]
+    job_ids: list[str]
+    job_rem_iters: np.ndarray
+    job_stage: np.ndarray  # local stage row of the current stage, or -1
+    stage_ids: list[str]
+    stage_number: np.ndarray
+    stage_prev: np.ndarray  # local, or -1
+    stage_started: np.ndarray
+    a_rows: np.ndarray  # local stage row
+    a_cols: np.ndarray  # local job
+    a_vals: np.ndarray
 
 
 def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> _FlowTable:
@@ -100,6 +123,76 @@ def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> _FlowTa
     )
 
 
+def _block(
+    cj: Cojob, where: str, host_index: dict[str, int], known_survivors: bool,
+    tables: FlowTables, used: dict[int, _FlowTable],
+) -> _Block:  # fmt: skip
+    iters = cj.stage_iterations
+    bounds = []
+    end = 0
+    for it in iters:
+        bounds.append((end, end + it))
+        end += it
+    job_tables, job_ids, rem_iters, remaining = [], [], [], []
+    for j, job in enumerate(cj.jobs):
+        key = id(job.flows)
+        table = used.get(key) or tables.entries.get(key)
+        if table is None:
+            table = _flow_table(job.flows, host_index, f"{where}.jobs[{j}]")
+        used[key] = table
+        job_tables.append(table)
+        runs = len(iters)
+        if known_survivors and job.stages is not None:
+            runs = job.stages
+        done = max(0, job.done)
+        rem = [
+            max(0, min(hi - max(done, lo), hi - lo)) if k < runs else 0
+            for k, (lo, hi) in enumerate(bounds)
+        ]
+        remaining.append(rem)
+        job_ids.append(f"{cj.cojob_id}:{job.job_id}")
+        rem_iters.append(float(sum(rem)))
+    # unfinished stages of this cojob become rows
+    stage_ids, number, prev_of, started_at = [], [], [], []
+    a_rows, a_cols, a_vals = [], [], []
+    prev = -1
+    for k in range(len(iters)):
+        if not any(rem[k] for rem in remaining):
+            continue
+        r = len(stage_ids)
+        stage_ids.append(cj.stage_id(k))
+        number.append(k + 1)
+        prev_of.append(prev)
+        started = cj.stage_started[k] if k < len(cj.stage_started) else math.inf
+        if prev == -1 and math.isinf(started):
+            started = cj.arrival  # the cojob's first unfinished stage is under way
+        started_at.append(started)
+        prev = r
+        for j, rem in enumerate(remaining):
+            if rem[k]:
+                a_rows.append(r)
+                a_cols.append(j)
+                a_vals.append(rem[k])
+    # every job with work left is in the cojob's current stage: one that finished its
+    # iterations of it waits at the stage barrier and sends nothing, so the next stage
+    # must not take a band before the barrier lifts
+    current = 0 if stage_ids else -1
+    return _Block(
+        cj,
+        job_tables,
+        job_ids,
+        np.asarray(rem_iters, dtype=float),
+        np.asarray([current if any(rem) else -1 for rem in remaining], dtype=np.int64),
+        stage_ids,
+        np.asarray(number, dtype=np.int64),
+        np.asarray(prev_of, dtype=np.int64),
+        np.asarray(started_at, dtype=float),
+        np.asarray(a_rows, dtype=np.int64),
+        np.asarray(a_cols, dtype=np.int64),
+        np.asarray(a_vals, dtype=float),
+    )
+
+
 def build_snapshot(
     cojobs: list[Cojob] | tuple[Cojob, ...],
     hosts: list[str] | tuple[str, ...],
@@ -113,8 +206,8 @@ def build_snapshot(
     stages after it (offline view); otherwise every job is assumed to run all remaining
     stages (the online assumption of the grouper paper, Section IV-C).
 
-    One pass in Python over jobs collects flat arrays (jobs, stage rows; flows come
-    per job from ``tables``); the loads are then sparse-matrix algebra:
+    Each cojob's part is computed alone (:func:`_block`, memoized in ``tables``) and
+    the parts are put together with offsets; the loads are then sparse-matrix algebra:
     ``stage_loads = A @ job_iter_loads`` where ``A[row, j]`` is the iterations job
     ``j`` still has in the stage of that row.
     """
@@ -124,88 +217,51 @@ def build_snapshot(
         raise ConfigError("hosts", "duplicate host names")
     nh = len(hosts)
     tables = tables or FlowTables()
-    if tables.hosts != hosts:
-        tables.hosts, tables.entries = hosts, {}
+    if tables.hosts != hosts or tables.known_survivors != known_survivors:
+        tables.hosts, tables.known_survivors, tables.entries, tables.blocks = (
+            hosts, known_survivors, {}, {})  # fmt: skip
     used: dict[int, _FlowTable] = {}
-
-    job_tables: list[_FlowTable] = []
-    job_ids: list[str] = []
-    job_cojob: list[int] = []
-    job_stage: list[int] = []
-    job_rem_iters: list[float] = []
-    a_rows: list[int] = []
-    a_cols: list[int] = []
-    a_vals: list[float] = []
-    stage_ids: list[str] = []
-    st_cojob: list[int] = []
-    st_number: list[int] = []
-    st_prev: list[int] = []
-    st_started: list[float] = []
-
+    blocks: dict[int, _Block] = {}
+    parts: list[_Block] = []
     seen_cojobs: set[str] = set()
     for g, cj in enumerate(cojobs):
-        where = f"cojobs[{g}]"
         if cj.cojob_id in seen_cojobs:
-            raise ConfigError(f"{where}.id", f"duplicate cojob id {cj.cojob_id!r}")
+            raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cj.cojob_id!r}")
         seen_cojobs.add(cj.cojob_id)
-        iters = cj.stage_iterations
-        bounds = []
-        end = 0
-        for it in iters:
-            bounds.append((end, end + it))
-            end += it
-        first_job = len(job_ids)
-        remaining: list[list[int]] = []
-        for j, job in enumerate(cj.jobs):
-            key = id(job.flows)
-            table = used.get(key) or tables.entries.get(key)
-            if table is None:
-                table = _flow_table(job.flows, host_index, f"{where}.jobs[{j}]")
-            used[key] = table
-            job_tables.append(table)
-            runs = len(iters)
-            if known_survivors and job.stages is not None:
-                runs = job.stages
-            done = max(0, job.done)
-            rem = [
-                max(0, min(hi - max(done, lo), hi - lo)) if k < runs else 0
-                for k, (lo, hi) in enumerate(bounds)
-            ]
-            remaining.append(rem)
-            job_ids.append(f"{cj.cojob_id}:{job.job_id}")
-            job_cojob.append(g)
-            job_rem_iters.append(float(sum(rem)))
-        # unfinished stages of this cojob become rows
-        row_of_stage: dict[int, int] = {}
-        prev = -1
-        for k in range(len(iters)):
-            if not any(rem[k] for rem in remaining):
-                continue
-            r = len(stage_ids)
-            row_of_stage[k] = r
-            stage_ids.append(cj.stage_id(k))
-            st_cojob.append(g)
-            st_number.append(k + 1)
-            st_prev.append(prev)
-            started = cj.stage_started[k] if k < len(cj.stage_started) else math.inf
-            if prev == -1 and math.isinf(started):
-                started = cj.arrival  # the cojob's first unfinished stage is under way
-            st_started.append(started)
-            prev = r
-            for j, rem in enumerate(remaining):
-                if rem[k]:
-                    a_rows.append(r)
-                    a_cols.append(first_job + j)
-                    a_vals.append(rem[k])
-        # every job with work left is in the cojob's current stage: one that finished its
-        # iterations of it waits at the stage barrier and sends nothing, so the next
-        # stage must not take a band before the barrier lifts
-        current = row_of_stage[min(row_of_stage)] if row_of_stage else -1
-        for rem in remaining:
-            job_stage.append(current if any(rem) else -1)
-    tables.entries = used
+        block = tables.blocks.get(id(cj))
+        if block is None:
+            block = _block(cj, f"cojobs[{g}]", host_index, known_survivors, tables, used)
+        else:
+            for t in block.tables:
+                used[id(t.flows)] = t
+        blocks[id(cj)] = block
+        parts.append(block)
+    tables.entries, tables.blocks = used, blocks
+    return _assemble(cojobs, hosts, parts, nh)
 
-    nj, ns = len(job_ids), len(stage_ids)
+
+def _assemble(
+    cojobs: list[Cojob] | tuple[Cojob, ...], hosts: tuple[str, ...], parts: list[_Block], nh: int
+) -> Snapshot:
+    """Put the cojobs' parts together: local rows and jobs shifted by their offsets."""
+    ns_of = np.asarray([len(b.stage_ids) for b in parts], dtype=np.int64)
+    nj_of = np.asarray([len(b.job_ids) for b in parts], dtype=np.int64)
+    na_of = np.asarray([len(b.a_rows) for b in parts], dtype=np.int64)
+    s0 = np.cumsum(ns_of) - ns_of
+    j0 = np.cumsum(nj_of) - nj_of
+    g_idx = np.arange(len(parts), dtype=np.int64)
+
+    def shifted(local: np.ndarray, offset: np.ndarray) -> np.ndarray:
+        return np.where(local >= 0, local + offset, -1)
+
+    stage_prev = shifted(_concat([b.stage_prev for b in parts], np.int64), np.repeat(s0, ns_of))
+    job_stage = shifted(_concat([b.job_stage for b in parts], np.int64), np.repeat(s0, nj_of))
+    a_rows = _concat([b.a_rows for b in parts], np.int64) + np.repeat(s0, na_of)
+    a_cols = _concat([b.a_cols for b in parts], np.int64) + np.repeat(j0, na_of)
+    a_vals = _concat([b.a_vals for b in parts], float)
+    job_tables = [t for b in parts for t in b.tables]
+    nj, ns = int(nj_of.sum()), int(ns_of.sum())
+
     fj = np.repeat(np.arange(nj, dtype=np.int64), [len(t.nbytes) for t in job_tables])
     fs = _concat([t.src for t in job_tables], np.int64)
     fd = _concat([t.dst for t in job_tables], np.int64)
@@ -216,7 +272,7 @@ def build_snapshot(
     vals = np.concatenate([fb[remote], fb[remote]])
     job_iter = sparse.csr_matrix((vals, (rows, cols)), shape=(nj, 2 * nh))
     job_iter.sum_duplicates()
-    a = sparse.csr_matrix((np.asarray(a_vals, dtype=float), (a_rows, a_cols)), shape=(ns, nj))
+    a = sparse.csr_matrix((a_vals, (a_rows, a_cols)), shape=(ns, nj))
     stage_loads = (a @ job_iter).tocsr()
     stage_loads.sum_duplicates()
     per_iter_sent = np.bincount(fj[remote], weights=fb[remote], minlength=nj)
@@ -225,17 +281,17 @@ def build_snapshot(
         hosts=hosts,
         cojob_ids=[c.cojob_id for c in cojobs],
         cojob_arrival=np.asarray([c.arrival for c in cojobs], dtype=float),
-        stage_ids=stage_ids,
-        stage_cojob=np.asarray(st_cojob, dtype=np.int64),
-        stage_number=np.asarray(st_number, dtype=np.int64),
-        stage_prev=np.asarray(st_prev, dtype=np.int64),
-        stage_started=np.asarray(st_started, dtype=float),
+        stage_ids=[s for b in parts for s in b.stage_ids],
+        stage_cojob=np.repeat(g_idx, ns_of),
+        stage_number=_concat([b.stage_number for b in parts], np.int64),
+        stage_prev=stage_prev,
+        stage_started=_concat([b.stage_started for b in parts], float),
         stage_loads=stage_loads,
-        job_ids=job_ids,
-        job_cojob=np.asarray(job_cojob, dtype=np.int64),
-        job_stage=np.asarray(job_stage, dtype=np.int64),
+        job_ids=[j for b in parts for j in b.job_ids],
+        job_cojob=np.repeat(g_idx, nj_of),
+        job_stage=job_stage,
         job_iter_loads=job_iter,
-        job_remaining=per_iter_sent * np.asarray(job_rem_iters, dtype=float),
+        job_remaining=per_iter_sent * _concat([b.job_rem_iters for b in parts], float),
         flow_job=fj,
         flow_src=fs,
         flow_dst=fd,
