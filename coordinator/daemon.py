@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from common.errors import ConfigError
 from coordinator.loop import Coordinator
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.trace import CycleTrace
 from grouper.cluster_config import load_cluster_config
 
 log = logging.getLogger("grouper.coordinator")
@@ -28,7 +29,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     metrics = CoordinatorMetrics()
     coord = Coordinator(cfg, metrics)
-    coord.trace = trace
+    coord.trace = CycleTrace(trace) if trace is not None else None
 
     def reload() -> None:
         try:

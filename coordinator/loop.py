@@ -12,11 +12,10 @@ that restarted (its version in force went back) gets its plan again.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import TextIO
+from functools import lru_cache
 
 from common.errors import ConfigError
 from common.flows import parse_inbound_key
@@ -25,6 +24,7 @@ from coordinator.links import AgentLink, LinkError
 from coordinator.merge import Merger
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.planner import HostPlan, plan_hosts
+from coordinator.trace import CycleTrace
 from grouper.cluster_config import ClusterConfig
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
@@ -50,16 +50,9 @@ class CycleStats:
         return self.order_s + self.push_s
 
 
-def _event_trace(host: str, ev: pb.StageEvent) -> dict:
-    return {
-        "host": host,
-        "kind": pb.StageEvent.Kind.Name(ev.kind),
-        "cojob": ev.cojob_id,
-        "job": ev.job_id,
-        "stage": ev.stage,
-        "time": ev.time,
-        "received": time.time(),
-    }
+@lru_cache(maxsize=1 << 20)  # a key per inbound flow of the cluster; parsed once
+def _inbound_fields(key: str) -> tuple[str, int, bool] | None:
+    return parse_inbound_key(key)
 
 
 class Coordinator:
@@ -87,11 +80,7 @@ class Coordinator:
         # jobs seen ending, while agents still report them: (cojob, job) -> (how, stages)
         self.ended: dict[tuple[str, str], tuple[str, int]] = {}
         self.planner = self._planner(cfg)
-        # with a trace file: a JSON line per cycle, with the events that led to it and
-        # each plan pushed (times on this host's clock, unix seconds)
-        self.trace: TextIO | None = None
-        self.traced_events: list[dict] = []
-        self.traced_pushes: list[dict] = []
+        self.trace: CycleTrace | None = None  # coordinator --trace FILE
 
     @staticmethod
     def _planner(cfg: ClusterConfig) -> Planner:
@@ -191,7 +180,7 @@ class Coordinator:
                         self.merger.touch(ev.cojob_id)
                 kick = True
                 if self.trace is not None:
-                    self.traced_events.append(_event_trace(link.host.name, ev))
+                    self.trace.event(link.host.name, ev)
             if kick and self.cfg.scheduling.event_driven:
                 self.kick.set()
         self.ingest_s += time.perf_counter() - t0
@@ -231,7 +220,7 @@ class Coordinator:
         msg.plan.host = link.host.name
         add, add_inbound = msg.plan.flows.add, msg.plan.inbound.add
         for f, (b, d) in sorted(plan.items()):
-            inbound = parse_inbound_key(f)
+            inbound = _inbound_fields(f)
             if inbound is None:
                 add(flow_id=f, band=b, dscp=d)
             else:
@@ -261,11 +250,7 @@ class Coordinator:
             )
         link.agent_version, link.acked, link.last_push = res.version, plan, time.monotonic()
         if self.trace is not None:
-            self.traced_pushes.append({
-                "host": link.host.name, "version": version, "changed": res.changed,
-                "sent": sent, "received": res.received_at, "applied": res.applied_at,
-                "acked": time.time(),
-            })  # fmt: skip
+            self.trace.push(link.host.name, version, sent, res)
         self.metrics.plans_pushed.inc()
         return True
 
@@ -321,21 +306,9 @@ class Coordinator:
             )
         self.last_stats = stats
         if self.trace is not None:
-            self._write_trace(trigger, planned_at)
+            self.trace.cycle(trigger, planned_at)
         self.heap.after_cycle()
         return stats
-
-    def _write_trace(self, trigger: str, planned_at: float) -> None:
-        assert self.trace is not None
-        line = {
-            "trigger": trigger,
-            "planned": planned_at,
-            "events": self.traced_events,
-            "pushes": self.traced_pushes,
-        }
-        self.trace.write(json.dumps(line) + "\n")
-        self.trace.flush()
-        self.traced_events, self.traced_pushes = [], []
 
     def _note_ended(self, links: list[AgentLink]) -> None:
         """Log each job once when it ends: completed, or killed after stage k (a pruned

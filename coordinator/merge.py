@@ -160,8 +160,10 @@ class Merger:
             return  # the very same jobs: keep the object the snapshot caches know
         cojob = Cojob(cid, stages, tuple(built_jobs), arrival, started)
         builts = [m.built for m in members]
-        if old is not None and len(old.builts) == len(builts) and all(
-            a is b for a, b in zip(old.builts, builts, strict=True)
+        if (
+            old is not None
+            and len(old.builts) == len(builts)
+            and all(a is b for a, b in zip(old.builts, builts, strict=True))
         ):  # progress only: the same flow rows
             self.entries[cid] = _CojobEntry(cojob, builts, old.ids, old.src, old.inbound)
             return
