@@ -37,7 +37,8 @@ class _Built:
     flows: tuple[FlowSpec, ...]
     ids: list[str]
     src: list[str]
-    inbound: list[tuple[str, str] | None]
+    inbound_dst: list[int]  # receiving host's index for port-matched flows, else -1
+    inbound_key: list[str]
     job: Job | None = None  # the last Job built from these parts (immutable; reused)
 
 
@@ -56,13 +57,14 @@ class _CojobEntry:
     builts: list[_Built]  # its jobs' flows, in member order
     ids: list[str]
     src: list[str]
-    inbound: list[tuple[str, str] | None]
+    inbound_dst: list[int]
+    inbound_key: list[str]
 
 
 class Merger:
     def __init__(self, hosts: tuple[str, ...]) -> None:
         self.hosts = hosts
-        self.known = set(hosts)
+        self.known = {h: i for i, h in enumerate(hosts)}
         self.parts: dict[JobKey, dict[str, JobReport]] = {}
         self.built: dict[JobKey, tuple[tuple[int, ...], _Built]] = {}  # by template ids
         self.members: dict[str, dict[str, _Member]] = {}  # cojob -> job -> member
@@ -104,7 +106,8 @@ class Merger:
             [e.cojob for e in order],
             list(chain.from_iterable(e.ids for e in order)),
             list(chain.from_iterable(e.src for e in order)),
-            list(chain.from_iterable(e.inbound for e in order)),
+            list(chain.from_iterable(e.inbound_dst for e in order)),
+            list(chain.from_iterable(e.inbound_key for e in order)),
         )
 
     def _merge_job(self, key: JobKey) -> None:
@@ -165,14 +168,17 @@ class Merger:
             and len(old.builts) == len(builts)
             and all(a is b for a, b in zip(old.builts, builts, strict=True))
         ):  # progress only: the same flow rows
-            self.entries[cid] = _CojobEntry(cojob, builts, old.ids, old.src, old.inbound)
+            self.entries[cid] = _CojobEntry(
+                cojob, builts, old.ids, old.src, old.inbound_dst, old.inbound_key
+            )
             return
         self.entries[cid] = _CojobEntry(
             cojob,
             builts,
             [i for b in builts for i in b.ids],
             [s for b in builts for s in b.src],
-            [x for b in builts for x in b.inbound],
+            [x for b in builts for x in b.inbound_dst],
+            [x for b in builts for x in b.inbound_key],
         )
 
 
@@ -190,7 +196,7 @@ def merge_reports(
     return merger.model(stage_started)
 
 
-def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
+def _build(parts: tuple[ReportedJob, ...], known: dict[str, int]) -> _Built:
     first = parts[0]
     for p in parts[1:]:
         if p.stage_iterations != first.stage_iterations:
@@ -211,13 +217,15 @@ def _build(parts: tuple[ReportedJob, ...], known: set[str]) -> _Built:
                 continue
             flows.setdefault((f.src_host, fid), f)
     ordered = [flows[k] for k in sorted(flows)]
+    inbound = [inbound_of(f.flow_id, f.src_host) for f in ordered]
     return _Built(
         parts,
         min(p.arrival for p in parts),
         tuple(FlowSpec(f.src_host, f.dst_host, f.bytes_per_iteration) for f in ordered),
         [f.flow_id for f in ordered],
         [f.src_host for f in ordered],
-        [inbound_of(f.flow_id, f.src_host) for f in ordered],
+        [known[x[0]] if x is not None and x[0] in known else -1 for x in inbound],
+        [x[1] if x is not None else "" for x in inbound],
     )
 
 

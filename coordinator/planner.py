@@ -33,26 +33,28 @@ def plan_hosts(
     queues = planner.queues
     ctl_band = queues.reserved[0] if queues.reserved else 0
     ctl = (ctl_band, queues.dscp_table[ctl_band])
-    plans: dict[str, HostPlan] = {h: {} for h in model.hosts}
-    # flows grouped by sending host, then each host's dict built in one C-level call
+    host_names = model.hosts
+    plans: dict[str, HostPlan] = {h: {} for h in host_names}
+    # flows grouped by sending host, then each host's dict built in one C-level call;
+    # the same for the inbound keys of port-matched flows, grouped by receiving host
     remote = np.flatnonzero(snap.flow_src != snap.flow_dst)
-    by_src = remote[np.argsort(snap.flow_src[remote], kind="stable")]
-    cuts = np.searchsorted(snap.flow_src[by_src], np.arange(len(model.hosts) + 1))
     values = list(zip(pr.band.tolist(), pr.dscp.tolist(), strict=True))
-    inbound: dict[str, list[str]] = {}
-    for h, host in enumerate(model.hosts):
-        rows = by_src[cuts[h] : cuts[h + 1]].tolist()
-        if not rows:
-            continue
+    for host, rows in _groups(snap.flow_src[remote], remote, len(model.hosts)):
         pick = _picker(rows)
-        plans[host] = dict(zip(pick(model.flow_ids), pick(values), strict=True))
-        for entry in pick(model.flow_inbound):
-            if entry is not None:
-                inbound.setdefault(entry[0], []).append(entry[1])
-    for dst, keys in inbound.items():
-        if dst in plans:
-            plans[dst].update(dict.fromkeys(keys, ctl))
+        plans[host_names[host]] = dict(zip(pick(model.flow_ids), pick(values), strict=True))
+    dst = np.asarray(model.flow_inbound_dst, dtype=np.int64)[remote]
+    has = np.flatnonzero(dst >= 0)
+    for host, rows in _groups(dst[has], remote[has], len(model.hosts)):
+        plans[host_names[host]].update(dict.fromkeys(_picker(rows)(model.flow_inbound_key), ctl))
     return Planned(plans, pr.order, len(snap.stage_ids))
+
+
+def _groups(key: np.ndarray, rows: np.ndarray, n: int) -> list[tuple[int, list[int]]]:
+    """(k, the ``rows`` whose ``key`` is k) for each k in range(n) that has any."""
+    order = np.argsort(key, kind="stable")
+    cuts = np.searchsorted(key[order], np.arange(n + 1))
+    by_key = rows[order]
+    return [(k, by_key[cuts[k] : cuts[k + 1]].tolist()) for k in np.flatnonzero(np.diff(cuts))]
 
 
 def _picker(rows: list[int]) -> Callable[[list], tuple]:

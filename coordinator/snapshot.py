@@ -57,5 +57,7 @@ class Model:
     cojobs: list[Cojob]
     flow_ids: list[str]  # parallel to the snapshot's flow rows
     flow_src: list[str]
-    # per flow row: (receiving host, its inbound key) for port-matched flows, else None
-    flow_inbound: list[tuple[str, str] | None] = field(default_factory=list)
+    # per flow row, for port-matched flows: the receiving host's index and its inbound
+    # key (the receiver's ACKs and handshakes on it are ours); -1 and "" for host flows
+    flow_inbound_dst: list[int] = field(default_factory=list)
+    flow_inbound_key: list[str] = field(default_factory=list)

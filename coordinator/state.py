@@ -52,7 +52,8 @@ class AgentState:
     def take_dirty(self) -> tuple[dict[JobKey, JobReport], set[JobKey]]:
         """The jobs held now, and which of them changed (or went) since the last call."""
         dirty, self.dirty = self.dirty, set()
-        return {k: r for k, (_, r) in self.jobs.items() if k in dirty}, dirty
+        jobs = self.jobs
+        return {k: jobs[k][1] for k in dirty if k in jobs}, dirty
 
     def apply(self, up: pb.StateUpdate, known_hosts: set[str]) -> tuple[Verdict, list[str]]:
         """Merge one update; returns the verdict and the jobs refused (field named)."""

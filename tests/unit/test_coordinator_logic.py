@@ -240,8 +240,8 @@ def test_incremental_merge_equals_merging_from_scratch(steps):
         assert [[(j.job_id, j.done, j.flows) for j in c.jobs] for c in inc.cojobs] == [
             [(j.job_id, j.done, j.flows) for j in c.jobs] for c in ref.cojobs
         ]
-        assert (inc.flow_ids, inc.flow_src, inc.flow_inbound) == (
-            ref.flow_ids, ref.flow_src, ref.flow_inbound)  # fmt: skip
+        assert (inc.flow_ids, inc.flow_src, inc.flow_inbound_dst, inc.flow_inbound_key) == (
+            ref.flow_ids, ref.flow_src, ref.flow_inbound_dst, ref.flow_inbound_key)  # fmt: skip
 
 
 def test_host_flows_of_jobs_known_by_their_processes_are_planned_by_id():

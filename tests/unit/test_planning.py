@@ -23,8 +23,14 @@ def coordinator_model(hosts: tuple[str, ...], cojobs: list) -> Model:
             for k, f in enumerate(job.flows):
                 ids.append(f"{cj.cojob_id}/{job.job_id}/{f.dst}:{k + 1}")
                 src.append(f.src)
+    inbound = [inbound_of(i, s) for i, s in zip(ids, src, strict=True)]
     return Model(
-        hosts, list(cojobs), ids, src, [inbound_of(i, s) for i, s in zip(ids, src, strict=True)]
+        hosts,
+        list(cojobs),
+        ids,
+        src,
+        [hosts.index(x[0]) if x else -1 for x in inbound],
+        [x[1] if x else "" for x in inbound],
     )
 
 
