@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 from scipy import sparse
@@ -90,15 +91,15 @@ class _Block:
     cojob: Cojob  # held so its id stays unique while cached
     tables: list[_FlowTable]
     job_ids: list[str]
-    job_rem_iters: np.ndarray
-    job_stage: np.ndarray  # local stage row of the current stage, or -1
+    job_rem_iters: list[float]
+    job_stage: list[int]  # local stage row of the current stage, or -1
     stage_ids: list[str]
-    stage_number: np.ndarray
-    stage_prev: np.ndarray  # local, or -1
-    stage_started: np.ndarray
-    a_rows: np.ndarray  # local stage row
-    a_cols: np.ndarray  # local job
-    a_vals: np.ndarray
+    stage_number: list[int]
+    stage_prev: list[int]  # local, or -1
+    stage_started: list[float]
+    a_rows: list[int]  # local stage row
+    a_cols: list[int]  # local job
+    a_vals: list[float]
 
 
 def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> _FlowTable:
@@ -181,15 +182,15 @@ def _block(
         cj,
         job_tables,
         job_ids,
-        np.asarray(rem_iters, dtype=float),
-        np.asarray([current if any(rem) else -1 for rem in remaining], dtype=np.int64),
+        rem_iters,
+        [current if any(rem) else -1 for rem in remaining],
         stage_ids,
-        np.asarray(number, dtype=np.int64),
-        np.asarray(prev_of, dtype=np.int64),
-        np.asarray(started_at, dtype=float),
-        np.asarray(a_rows, dtype=np.int64),
-        np.asarray(a_cols, dtype=np.int64),
-        np.asarray(a_vals, dtype=float),
+        number,
+        prev_of,
+        started_at,
+        a_rows,
+        a_cols,
+        a_vals,
     )
 
 
@@ -254,11 +255,11 @@ def _assemble(
     def shifted(local: np.ndarray, offset: np.ndarray) -> np.ndarray:
         return np.where(local >= 0, local + offset, -1)
 
-    stage_prev = shifted(_concat([b.stage_prev for b in parts], np.int64), np.repeat(s0, ns_of))
-    job_stage = shifted(_concat([b.job_stage for b in parts], np.int64), np.repeat(s0, nj_of))
-    a_rows = _concat([b.a_rows for b in parts], np.int64) + np.repeat(s0, na_of)
-    a_cols = _concat([b.a_cols for b in parts], np.int64) + np.repeat(j0, na_of)
-    a_vals = _concat([b.a_vals for b in parts], float)
+    stage_prev = shifted(_flat([b.stage_prev for b in parts], np.int64), np.repeat(s0, ns_of))
+    job_stage = shifted(_flat([b.job_stage for b in parts], np.int64), np.repeat(s0, nj_of))
+    a_rows = _flat([b.a_rows for b in parts], np.int64) + np.repeat(s0, na_of)
+    a_cols = _flat([b.a_cols for b in parts], np.int64) + np.repeat(j0, na_of)
+    a_vals = _flat([b.a_vals for b in parts], float)
     job_tables = [t for b in parts for t in b.tables]
     nj, ns = int(nj_of.sum()), int(ns_of.sum())
 
@@ -283,20 +284,24 @@ def _assemble(
         cojob_arrival=np.asarray([c.arrival for c in cojobs], dtype=float),
         stage_ids=[s for b in parts for s in b.stage_ids],
         stage_cojob=np.repeat(g_idx, ns_of),
-        stage_number=_concat([b.stage_number for b in parts], np.int64),
+        stage_number=_flat([b.stage_number for b in parts], np.int64),
         stage_prev=stage_prev,
-        stage_started=_concat([b.stage_started for b in parts], float),
+        stage_started=_flat([b.stage_started for b in parts], float),
         stage_loads=stage_loads,
         job_ids=[j for b in parts for j in b.job_ids],
         job_cojob=np.repeat(g_idx, nj_of),
         job_stage=job_stage,
         job_iter_loads=job_iter,
-        job_remaining=per_iter_sent * _concat([b.job_rem_iters for b in parts], float),
+        job_remaining=per_iter_sent * _flat([b.job_rem_iters for b in parts], float),
         flow_job=fj,
         flow_src=fs,
         flow_dst=fd,
         flow_bytes=fb,
     )
+
+
+def _flat(lists: list[list], dtype: type) -> np.ndarray:
+    return np.fromiter(chain.from_iterable(lists), dtype=dtype)
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
