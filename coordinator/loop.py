@@ -146,9 +146,12 @@ class Coordinator:
 
     def _sync_request(self) -> pb.SyncRequest:
         s = self.cfg.scheduling
-        # progress once a period (events at once); alive at least 3x per agent_timeout
+        # progress four times a period, so a cycle sees it at most a quarter period old
+        # (agents update on their own clocks; events come at once); a heartbeat at least
+        # three times per agent_timeout
         heartbeat = max(0.05, self.cfg.failure.agent_timeout / 3)
-        return pb.SyncRequest(interval=max(0.01, min(s.period, heartbeat)), heartbeat=heartbeat)
+        interval = max(0.05, min(s.period / 4, heartbeat))
+        return pb.SyncRequest(interval=interval, heartbeat=heartbeat)
 
     def _on_update(self, link: AgentLink, up: pb.StateUpdate) -> str:
         t0 = time.perf_counter()
