@@ -341,6 +341,10 @@ class Coordinator:
 
     # -- the loop --------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
+        # the first plans wait for every agent's full update (or agent_timeout): plans
+        # made from some hosts' jobs only would misplace the rest until the next cycle
+        self.start_sessions()
+        await self.wait_synced(self.cfg.failure.agent_timeout)
         last = -1e9
         while not stop.is_set():
             self.start_sessions()
