@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 
 from agent.core import AgentCore
-from agent.session import AgentSession
+from agent.session import AgentSession, stage_event
 from agent.updates import JobKey, UpdateSource, new_epoch
 from common.registration import Flow, JobEntry, registration_dict
 from grouper.v1 import agent_pb2 as pb
@@ -183,15 +183,7 @@ class AgentServicer(pbg.AgentServicer):
         q = self.core.hub.subscribe()
         try:
             while True:
-                e = await q.get()
-                yield pb.StageEvent(
-                    host=self.core.host,
-                    cojob_id=e.cojob_id,
-                    job_id=e.job_id,
-                    stage=e.stage,
-                    kind=pb.StageEvent.Kind.Value(e.kind),
-                    time=e.time,
-                )
+                yield stage_event(self.core.host, await q.get())
         except asyncio.CancelledError:
             pass
         finally:

@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from agent.registry import Event
 from agent.updates import UpdateSource
 from grouper.v1 import agent_pb2 as pb
 
@@ -117,14 +118,16 @@ class AgentSession:
     async def _forward(self, events: asyncio.Queue) -> None:
         while True:
             e = await events.get()
-            await self.inbox.put(("event", self.core_event(e)))
+            await self.inbox.put(("event", stage_event(self.core.host, e)))
 
-    def core_event(self, e: Any) -> pb.StageEvent:
-        return pb.StageEvent(
-            host=self.core.host,
-            cojob_id=e.cojob_id,
-            job_id=e.job_id,
-            stage=e.stage,
-            kind=pb.StageEvent.Kind.Value(e.kind),
-            time=e.time,
-        )
+
+def stage_event(host: str, e: Event) -> pb.StageEvent:
+    """A registry event as the coordinator and watchers see it."""
+    return pb.StageEvent(
+        host=host,
+        cojob_id=e.cojob_id,
+        job_id=e.job_id,
+        stage=e.stage,
+        kind=pb.StageEvent.Kind.Value(e.kind),
+        time=e.time,
+    )
