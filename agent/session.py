@@ -37,10 +37,13 @@ class AgentSession:
         self.source = source
         self.job_states = job_states
         self.apply = apply
-        self.inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        # bounded: a caller writing faster than plans apply is held back by gRPC's flow
+        # control instead of growing this queue
+        self.inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=256)
         self.interval = 1.0
         self.heartbeat = 10.0
         self.last_sent = time.monotonic()
+        self.next: tuple[str, Any] | None = None  # taken from the inbox, handled next
 
     async def run(self, context: grpc.aio.ServicerContext) -> None:
         events = self.core.hub.subscribe()
@@ -50,11 +53,14 @@ class AgentSession:
         ]
         try:
             while True:
-                try:
-                    async with asyncio.timeout(self._timeout()):
-                        kind, item = await self.inbox.get()
-                except TimeoutError:
-                    kind, item = "tick", None
+                if self.next is not None:
+                    (kind, item), self.next = self.next, None
+                else:
+                    try:
+                        async with asyncio.timeout(self._timeout()):
+                            kind, item = await self.inbox.get()
+                    except TimeoutError:
+                        kind, item = "tick", None
                 if kind == "end":
                     return
                 for out in await self._handle(kind, item, context):
@@ -93,7 +99,7 @@ class AgentSession:
         while kind == "event" and not self.inbox.empty():  # one update for a burst
             k2, i2 = self.inbox.get_nowait()
             if k2 != "event":
-                self.inbox.put_nowait((k2, i2))  # keeps its turn after this update
+                self.next = (k2, i2)  # keeps its turn: right after this update
                 break
             evs.append(i2)
         beat = time.monotonic() - self.last_sent >= self.heartbeat

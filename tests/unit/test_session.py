@@ -103,3 +103,41 @@ def test_link_reopens_its_session_after_the_agent_restarts():
     assert downs and downs[0] in ("UNAVAILABLE", "CANCELLED", "session ended by the agent")
     restarted = [full for epoch, full in updates if epoch != first]
     assert restarted and restarted[0], "the restarted agent's first update is a full one"
+
+
+def test_plans_queued_behind_an_event_are_answered_in_their_order():
+    """An event is sent at once with any events queued after it; a plan found behind it
+    keeps its turn, so results go back in the order plans came."""
+    from agent.registry import Event
+    from agent.session import AgentSession, stage_event
+    from agent.updates import UpdateSource
+
+    class Context:
+        def __init__(self) -> None:
+            self.out: list[pb.SessionReply] = []
+
+        async def read(self):
+            return grpc.aio.EOF
+
+        async def write(self, msg: pb.SessionReply) -> None:
+            self.out.append(msg)
+
+    async def apply(plan: pb.Plan, ctx) -> pb.ApplyResult:
+        return pb.ApplyResult(applied=True, version=plan.version)
+
+    async def run() -> list[str]:
+        core = FakeCore("h1")
+        session = AgentSession(core, UpdateSource("h1", 5), lambda: {}, apply)
+        session.source.full({}, 0, False)  # synced
+        ev = stage_event("h1", Event("STAGE_FINISHED", "C", "j", 1))
+        for item in [("event", ev), ("plan", pb.Plan(version=1)), ("event", ev),
+                     ("plan", pb.Plan(version=2))]:  # fmt: skip
+            session.inbox.put_nowait(item)
+        ctx = Context()
+        await session.run(ctx)
+        return [
+            f"update:{len(m.update.events)}" if m.HasField("update") else f"plan:{m.result.version}"
+            for m in ctx.out
+        ]
+
+    assert asyncio.run(run()) == ["update:1", "plan:1", "update:1", "plan:2"]
