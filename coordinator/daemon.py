@@ -17,6 +17,7 @@ from coordinator.loop import Coordinator
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.trace import CycleTrace
 from grouper.cluster_config import load_cluster_config
+from pda.order import warm_up
 
 log = logging.getLogger("grouper.coordinator")
 
@@ -25,6 +26,7 @@ async def serve(
     config_path: str, listen: str | None, metrics_addr: str | None, trace: TextIO | None = None
 ) -> None:
     cfg = load_cluster_config(config_path)
+    warm_up()  # compile PDA before serving: the first plan must not wait for it
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     metrics = CoordinatorMetrics()

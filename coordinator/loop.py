@@ -268,6 +268,7 @@ class Coordinator:
             link.age_out(timeout)
         self._note_ended(links)
         ingest, self.ingest_s = self.ingest_s, 0.0
+        traced = self.trace.take_events() if self.trace is not None else []
         for link in links:
             if link.state.dirty:
                 self.merger.set_host(link.host.name, *link.state.take_dirty())
@@ -309,7 +310,7 @@ class Coordinator:
             )
         self.last_stats = stats
         if self.trace is not None:
-            self.trace.cycle(trigger, planned_at)
+            self.trace.cycle(trigger, traced, planned_at)
         self.heap.after_cycle()
         return stats
 

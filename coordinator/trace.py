@@ -30,9 +30,15 @@ class CycleTrace:
             "received": res.received_at, "applied": res.applied_at, "acked": time.time(),
         })  # fmt: skip
 
-    def cycle(self, trigger: str, planned_at: float) -> None:
-        line = {"trigger": trigger, "planned": planned_at, "events": self.events,
+    def take_events(self) -> list[dict]:
+        """The events merged so far: the cycle starting now plans for them (events that
+        come while it runs belong to the next one)."""
+        events, self.events = self.events, []
+        return events
+
+    def cycle(self, trigger: str, events: list[dict], planned_at: float) -> None:
+        line = {"trigger": trigger, "planned": planned_at, "events": events,
                 "pushes": self.pushes}  # fmt: skip
         self.out.write(json.dumps(line) + "\n")
         self.out.flush()
-        self.events, self.pushes = [], []
+        self.pushes = []

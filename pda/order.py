@@ -122,6 +122,13 @@ def primal_dual_order(
     return OrderResult(order, rho_at, port_at, float(min_w), float(min_w_all))
 
 
+def warm_up() -> None:
+    """Compile the ordering loop now (about 5 s the first time, then loaded from numba's
+    disk cache) rather than in the first scheduling cycle."""
+    primal_dual_order(sparse.csr_matrix(np.ones((2, 1))), np.ones(2), trace=True)
+    primal_dual_order(sparse.csr_matrix(np.ones((2, 1))), np.ones(2))
+
+
 def pda_order(snapshot: Snapshot, *, trace: bool = False) -> OrderResult:
     """PDA over the unfinished stages of a snapshot."""
     return primal_dual_order(

@@ -175,6 +175,15 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def _first_cycle(trace: Path, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if trace.exists() and trace.read_text().strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the coordinator wrote no cycle to {trace} in {timeout:.0f} s")
+
+
 def bench_reaction(events: int, period: float, gap: float, seed: int, json_path: str | None,
                    work: Path) -> int:  # fmt: skip
     if os.geteuid() != 0:
@@ -191,7 +200,7 @@ def bench_reaction(events: int, period: float, gap: float, seed: int, json_path:
         emu.start()
         watches = {h: KernelWatch(emu, h) for h in emu.spec.host_names}
         driver = Driver(emu, seed)
-        time.sleep(max(1.0, period))  # the coordinator's sessions are up
+        _first_cycle(trace, 60.0)  # the coordinator is up, synced and has planned once
         for _ in range(events):
             made.append(driver.next())
             time.sleep(gap)
