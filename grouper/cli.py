@@ -92,8 +92,10 @@ def _cmd_bench_reaction(args: argparse.Namespace) -> int:
 
     from topologies.reaction import bench_reaction
 
-    work = Path(tempfile.mkdtemp(prefix="grouper-reaction-")) / "run"
-    return bench_reaction(args.events, args.period, args.gap, args.seed, args.json, work)
+    with tempfile.TemporaryDirectory(prefix="grouper-reaction-") as tmp:  # removed after
+        return bench_reaction(
+            args.events, args.period, args.gap, args.seed, args.json, Path(tmp) / "run"
+        )
 
 
 def _cmd_bench_discovery(args: argparse.Namespace) -> int:
