@@ -99,35 +99,52 @@ class JobRunner:
         )
         f["bytes_per_iteration"] += size
 
-    async def setup(self) -> None:
+    def declare(self) -> None:
+        """Choose the job's ports and the flows it will send, before any connection:
+        the job registers first, as a job started by ``grouper run`` does, so its
+        handshakes are already its own (not other traffic, left in the default band)."""
         j = self.job
         if j.arch == "ps":
-            shard = int(j.model_bytes / len(j.servers))
-            self.shard = shard
+            self.shard = int(j.model_bytes / len(j.servers))
+            self.server_ports = [next(self.ports) for _ in j.servers]
+            for s, port in zip(j.servers, self.server_ports, strict=True):
+                for w in j.workers:
+                    self._flow(w, s, self.shard, dport=port)
+                    self._flow(s, w, self.shard, sport=port)
+        elif j.arch == "ring":
+            n = len(j.workers)
+            self.chunk = int(j.model_bytes / n)
+            self.ring_ports = [next(self.ports) for _ in range(n)]
+            for i, port in enumerate(self.ring_ports):
+                a, b = j.workers[i], j.workers[(i + 1) % n]
+                self._flow(a, b, 2 * (n - 1) * self.chunk, dport=port)
+        else:
+            self.flow_ports = [next(self.ports) for _ in j.flows]
+            for f, port in zip(j.flows, self.flow_ports, strict=True):
+                self._flow(f.src, f.dst, f.bytes, dport=port)
+
+    async def setup(self) -> None:
+        """Open the connections :meth:`declare` chose the ports of."""
+        j = self.job
+        if j.arch == "ps":
             self.ps: list[tuple[Pipe, int, int]] = []
-            for si, s in enumerate(j.servers):
-                port = next(self.ports)
+            for si, (s, port) in enumerate(zip(j.servers, self.server_ports, strict=True)):
                 lsock = await self.h.netns[s].listen(self.h.addresses[s], port)
                 for wi, w in enumerate(j.workers):
                     pipe = await self._pipe(w, s, "ps", port, lsock)
                     self.ps.append((pipe, wi, si))
-                    self._flow(w, s, shard, dport=port)
-                    self._flow(s, w, shard, sport=port)
                 lsock.close()
         elif j.arch == "ring":
             n = len(j.workers)
-            self.chunk = int(j.model_bytes / n)
             self.ring = [
-                await self._pipe(j.workers[i], j.workers[(i + 1) % n], "ring") for i in range(n)
+                await self._pipe(j.workers[i], j.workers[(i + 1) % n], "ring", self.ring_ports[i])
+                for i in range(n)
             ]
-            for pipe in self.ring:
-                self._flow(pipe.a_host, pipe.b_host, 2 * (n - 1) * self.chunk, dport=pipe.port)
         else:
             self.explicit = []
-            for f in j.flows:
-                pipe = await self._pipe(f.src, f.dst, "flow")
+            for f, port in zip(j.flows, self.flow_ports, strict=True):
+                pipe = await self._pipe(f.src, f.dst, "flow", port)
                 self.explicit.append((pipe, int(f.bytes)))
-                self._flow(f.src, f.dst, f.bytes, dport=pipe.port)
 
     async def register(self) -> None:
         for host, flows in self.flows.items():
@@ -263,8 +280,10 @@ async def replay(
         arrival = time.monotonic() - t0
         runners = [JobRunner(hosts, cj, j, ports, res.ledger) for j in cj.jobs]
         for r in runners:
-            await r.setup()
+            r.declare()
         await asyncio.gather(*(r.register() for r in runners))
+        for r in runners:
+            await r.setup()
         alive = list(runners)
         bound = 0
         start = arrival
