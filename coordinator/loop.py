@@ -132,7 +132,7 @@ class Coordinator:
             task = self.sessions.get(name)
             if task is None or task.done():
                 self.sessions[name] = asyncio.create_task(
-                    link.serve(self._sync_request(), self._on_update, self._on_down, self._retry)
+                    link.serve(self._sync_request(), self._on_update, self._mark_down, self._retry)
                 )
 
     def _stop_session(self, name: str) -> None:
@@ -188,9 +188,6 @@ class Coordinator:
                 self.kick.set()
         self.ingest_s += time.perf_counter() - t0
         return verdict
-
-    def _on_down(self, link: AgentLink, why: str) -> None:
-        self._mark_down(link, why)
 
     async def wait_synced(self, timeout: float) -> int:
         """Wait until every agent's session holds a full update (or ``timeout``); the
