@@ -75,8 +75,18 @@ def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.mode == "jobs":
+        if args.action == "sweep":
+            raise ConfigError("--mode", "jobs has no sweep; run simulate --mode jobs")
+        from simulator.jobs.commands import simulate_jobs_cmd
+
+        return simulate_jobs_cmd(args)
+    for flag, value in (("--placement", args.placement), ("--scheduler", args.scheduler)):
+        if value is not None:
+            raise ConfigError(flag, "only with --mode jobs")
     from simulator.commands import simulate, sweep
 
+    args.workload = args.workload or "builtin:sim60"
     return sweep(args) if args.action == "sweep" else simulate(args)
 
 
@@ -160,7 +170,24 @@ def build_parser() -> argparse.ArgumentParser:
         "flow-level simulation of policies on a workload (or: simulate sweep ...)",
     )
     sim.add_argument("action", nargs="?", default="run", choices=("run", "sweep"))
-    sim.add_argument("--workload", default="builtin:sim60", help="builtin:NAME or YAML file")
+    sim.add_argument(
+        "--mode",
+        choices=("stages", "jobs"),
+        default="stages",
+        help="stages: cojob stages on a flow-level network (default); jobs: whole jobs on "
+        "GPUs, placement and all-reduce scheduling (Wang et al., Yu et al.)",
+    )
+    sim.add_argument(
+        "--workload", help="builtin:NAME or YAML file (default sim60, or wang-64gpu for jobs)"
+    )
+    sim.add_argument("--placement", help="jobs: rand, ff, ls, lwf:K (comma-separated)")
+    sim.add_argument("--scheduler", help="jobs: srsf:N, ada-srsf (comma-separated)")
+    sim.add_argument(
+        "--iteration-batch",
+        dest="iteration_batch",
+        type=T.count(1, 100000),
+        help="jobs: simulate K iterations as one (1 = exact; the builtin uses 10)",
+    )
     sim.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")
     sim.add_argument("--values", help="sweep: comma-separated values to use instead")

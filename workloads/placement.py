@@ -49,11 +49,14 @@ class Placer:
             order = np.lexsort((np.arange(self.hosts * self.slots), self.used.ravel()))
             picked = order[:n]
             hosts, slots = (picked // self.slots).tolist(), (picked % self.slots).tolist()
-        elif self.kind == "list" or (self.kind == "lwf" and n <= self.kappa):
-            picked = np.argsort(self.load.ravel(), kind="stable")[:n]
-            hosts, slots = (picked // self.slots).tolist(), (picked % self.slots).tolist()
-        elif self.kind == "lwf":
-            hosts, slots = self._by_server(n, np.argsort(self.load.sum(1), kind="stable"))
+        elif self.kind in ("list", "lwf"):
+            kappa = self.kappa if self.kind == "lwf" else n
+            free = np.ones(self.hosts * self.slots, dtype=bool)
+            picked = lwf_kappa(n, kappa, self.load.ravel(), free, self.slots)
+            if picked is None:  # more participants than slots: slots are reused
+                hosts, slots = self._by_server(n, np.argsort(self.load.sum(1), kind="stable"))
+            else:
+                hosts, slots = (picked // self.slots).tolist(), (picked % self.slots).tolist()
         else:  # sjf-bco
             if n <= self.kappa and self.used.any():
                 open_ = np.flatnonzero(self.used.sum(1) > 0)
@@ -79,3 +82,43 @@ class Placer:
                     if len(hosts) == n:
                         return hosts, slots
         return hosts, slots
+
+
+def least_loaded(n: int, load: np.ndarray, free: np.ndarray) -> np.ndarray | None:
+    """List scheduling (LS): the ``n`` free GPUs with the least ``load`` (ties: lower
+    index first), or None when fewer than ``n`` are free."""
+    idx = np.flatnonzero(free)
+    if len(idx) < n:
+        return None
+    return idx[np.argsort(load[idx], kind="stable")[:n]]
+
+
+def first_fit(n: int, free: np.ndarray) -> np.ndarray | None:
+    """First-Fit (FF): the first ``n`` free GPUs in cluster order."""
+    idx = np.flatnonzero(free)
+    return idx[:n] if len(idx) >= n else None
+
+
+def lwf_kappa(
+    n: int, kappa: int, load: np.ndarray, free: np.ndarray, per_server: int
+) -> np.ndarray | None:
+    """LWF-kappa (Wang et al., Algorithm 1). ``load`` is each GPU's remaining workload,
+    ``free`` whether it can take the job (memory). A job of at most ``kappa`` GPUs takes
+    the least loaded GPUs anywhere (as LS); a larger one goes through the servers by
+    their total workload (least first) and takes each server's free GPUs, least loaded
+    first, until it has ``n``: it is consolidated on the fewest lightly loaded servers."""
+    if n <= kappa:
+        return least_loaded(n, load, free)
+    if int(free.sum()) < n:
+        return None
+    servers = len(load) // per_server
+    by_server = np.argsort(load.reshape(servers, per_server).sum(1), kind="stable")
+    picked: list[int] = []
+    for s in by_server:
+        base = int(s) * per_server
+        own = np.flatnonzero(free[base : base + per_server])
+        own = own[np.argsort(load[base + own], kind="stable")]
+        picked.extend((base + own).tolist())
+        if len(picked) >= n:
+            break
+    return np.asarray(picked[:n], dtype=np.int64)

@@ -1,0 +1,1 @@
+"""Job-level simulation: GPU placement and all-reduce scheduling (``--mode jobs``)."""

@@ -1,0 +1,320 @@
+"""Job-level discrete-event simulation of Wang et al. 2020 (Section IV, Algorithm 3).
+
+Jobs arrive, wait in a queue sorted by SRSF, and are placed on GPUs (one of
+:mod:`simulator.jobs.placement`) when enough GPUs have the memory. A placed job keeps
+its GPUs to the end (no preemption or migration). Several jobs may share a GPU (memory
+allows it); a GPU runs one compute task at a time, picking the ready worker of the job
+with the shortest remaining service (SRSF). A worker's task is one iteration's forward
+and backward pass. When every worker of a job has finished it, a job on more than one
+server all-reduces its gradients; the scheduler (:mod:`simulator.jobs.schedulers`)
+decides, in SRSF order, which waiting all-reduces start now. A running all-reduce moves
+its bytes at ``1 / (k b + (k - 1) eta)`` bytes per second, ``k`` the most all-reduces
+on any of its servers (Eq. 5, rates recomputed whenever ``k`` changes), then waits the
+latency ``a``. A job on one server all-reduces over NVLink, at no cost (Fig. 1a).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.jobs.placement import Placement
+from simulator.jobs.schedulers import CommScheduler
+from workloads.jobmix import GpuJob, JobMix
+
+QUEUED, COMPUTE, COMM_READY, COMM, LATENCY, DONE = range(6)
+ARRIVE, WORKER_DONE, BYTES_DONE, ITERATION_DONE = range(4)
+
+
+class Job:
+    """A job's state while it runs (everything in units of one simulated iteration)."""
+
+    __slots__ = (
+        "spec", "id", "n", "left", "compute", "bytes", "latency", "memory", "gpus",
+        "servers", "multi", "waiting", "running", "phase", "comm_left", "rate", "stamp",
+        "version", "placed", "end", "per_iteration", "_b",
+    )  # fmt: skip
+
+    def __init__(self, spec: GpuJob, batch: int, model_a: float, model_b: float) -> None:
+        self.spec, self.id, self.n = spec, spec.id, spec.gpus
+        self.left = -(-spec.iterations // batch)  # simulated iterations, ceil
+        self.compute = spec.model.compute * batch
+        self.bytes = spec.model.bytes * batch
+        self.latency = model_a * batch
+        self.memory = spec.model.memory_mb
+        self.gpus: list[int] = []
+        self.servers: list[int] = []
+        self.multi = False
+        self.waiting: set[int] = set()
+        self.running = 0
+        self.phase = QUEUED
+        self.comm_left = self.rate = self.stamp = 0.0
+        self.version = 0
+        self.placed = self.end = float("nan")
+        # SRSF service of one iteration over all GPUs: (C + E) x |G| (Algorithm 3,
+        # line 1); E is 0 until placement says whether the job communicates
+        self.per_iteration = self.compute * self.n
+        self._b = model_b
+
+    def place(self, gpus: list[int], per_server: int, model_a: float) -> None:
+        self.gpus = gpus
+        self.servers = sorted({g // per_server for g in gpus})
+        self.multi = len(self.servers) > 1
+        if self.multi:
+            self.per_iteration = (self.compute + self.latency + self.bytes * self._b) * self.n
+
+    @property
+    def remaining(self) -> float:
+        return self.left * self.per_iteration
+
+
+@dataclass
+class JobsResult:
+    placement: str
+    scheduler: str
+    jobs: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+    gpu_utilization: list[float] = field(default_factory=list)
+
+
+class Simulation:
+    """One run of a job mix under one placement and one all-reduce scheduler."""
+
+    def __init__(
+        self, mix: JobMix, placement: Placement, scheduler: CommScheduler, seed: int = 1
+    ) -> None:
+        self.mix, self.placement, self.scheduler = mix, placement, scheduler
+        self.model = mix.contention
+        c = mix.cluster
+        self.per_server = c.gpus_per_server
+        self.rng = np.random.default_rng(seed)
+        self.jobs = [Job(j, mix.iteration_batch, self.model.a, self.model.b) for j in mix.jobs]
+        self.mem_free = np.full(c.gpus, c.gpu_memory_mb)
+        self.residents: list[list[Job]] = [[] for _ in range(c.gpus)]
+        self.busy: list[Job | None] = [None] * c.gpus
+        self.busy_time = np.zeros(c.gpus)
+        self.server_comm: list[set[Job]] = [set() for _ in range(c.servers)]
+        self.queue: list[Job] = []
+        # all-reduces waiting to start; a refused one can only be admitted after an
+        # all-reduce ends (remaining bytes only shrink, which never turns a refusal
+        # into an admission), so only new ones are checked until then
+        self.comm_ready: list[Job] = []
+        self.comm_new: list[Job] = []
+        self.comm_freed = False
+        self.comm_starts = self.comm_shared = 0
+        self.active: list[Job] = []
+        self.events: list[tuple[float, int, int, int, object]] = []
+        self.seq = 0
+        self.now = 0.0
+        self.to_place = False
+        self.idle: set[int] = set()  # GPUs to offer work to at the next dispatch
+
+    def push(self, t: float, kind: int, job: Job, extra: object = None) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, job.id, extra))
+
+    def run(self) -> JobsResult:
+        started = time.perf_counter()
+        for j in self.jobs:
+            self.push(j.spec.arrival, ARRIVE, j)
+        while self.events:
+            t, _, kind, jid, extra = heapq.heappop(self.events)
+            self.now = t
+            self.handle(kind, self.jobs[jid], extra)
+            if not self.events or self.events[0][0] > t:
+                self.dispatch()
+        return self.result(time.perf_counter() - started)
+
+    # events -------------------------------------------------------------------------
+
+    def handle(self, kind: int, job: Job, extra: object) -> None:
+        if kind == ARRIVE:
+            self.queue.append(job)
+            self.to_place = True
+        elif kind == WORKER_DONE:
+            gpu = int(extra)  # type: ignore[arg-type]
+            self.busy[gpu] = None
+            self.idle.add(gpu)
+            job.running -= 1
+            if job.running == 0 and not job.waiting:
+                if job.multi:
+                    job.phase = COMM_READY
+                    self.comm_new.append(job)
+                else:  # one server: NVLink, free (Fig. 1a)
+                    self.iteration_done(job)
+        elif kind == BYTES_DONE:
+            if extra == job.version and job.phase == COMM:
+                self.end_comm(job)
+        else:
+            self.iteration_done(job)
+
+    def iteration_done(self, job: Job) -> None:
+        job.left -= 1
+        if job.left > 0:
+            job.phase = COMPUTE
+            job.waiting = set(job.gpus)
+            self.idle.update(job.gpus)
+            return
+        job.phase, job.end = DONE, self.now
+        self.active.remove(job)
+        for g in job.gpus:
+            self.mem_free[g] += job.memory
+            self.residents[g].remove(job)
+        self.idle.update(job.gpus)
+        self.to_place = True
+
+    # all-reduces --------------------------------------------------------------------
+
+    def start_comm(self, job: Job) -> None:
+        self.comm_starts += 1
+        self.comm_shared += any(self.server_comm[s] for s in job.servers)
+        job.phase, job.comm_left, job.stamp = COMM, job.bytes, self.now
+        for s in job.servers:
+            self.server_comm[s].add(job)
+        self.rerate(job.servers)
+
+    def end_comm(self, job: Job) -> None:
+        self.comm_freed = True
+        for s in job.servers:
+            self.server_comm[s].discard(job)
+        job.phase = LATENCY
+        self.push(self.now + job.latency, ITERATION_DONE, job)
+        self.rerate(job.servers)
+
+    def rerate(self, servers: list[int]) -> None:
+        """Recompute the rate of every all-reduce on ``servers`` (Eq. 5's ``k``)."""
+        touched: set[Job] = set()
+        for s in servers:
+            touched |= self.server_comm[s]
+        for j in sorted(touched, key=lambda x: x.id):
+            j.comm_left = max(j.comm_left - (self.now - j.stamp) * j.rate, 0.0)
+            j.stamp = self.now
+            k = max(len(self.server_comm[s]) for s in j.servers)
+            j.rate = 1.0 / self.model.shared_seconds_per_byte(k)
+            j.version += 1
+            self.push(self.now + j.comm_left / j.rate, BYTES_DONE, j, j.version)
+
+    def remaining_bytes(self, job: Job) -> list[float]:
+        others = {o for s in job.servers for o in self.server_comm[s]}
+        return [
+            max(o.comm_left - (self.now - o.stamp) * o.rate, 0.0)
+            for o in sorted(others, key=lambda x: x.id)
+        ]
+
+    # decisions ----------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        if self.to_place:
+            self.place_queued()
+        if self.comm_new or (self.comm_freed and self.comm_ready):
+            self.admit_comm()
+        if self.idle:
+            self.run_compute()
+
+    def place_queued(self) -> None:
+        self.to_place = False
+        self.queue.sort(key=lambda j: (j.remaining, j.id))
+        load = np.zeros(len(self.busy))
+        for j in self.active:
+            load[j.gpus] += j.left * j.compute * j.n  # L_J = C_J x |G(J)| (Algorithm 1)
+        placed = []
+        for job in self.queue:
+            got = self.placement.choose(
+                job.n, load, self.mem_free >= job.memory, self.per_server, self.rng
+            )
+            if got is None:
+                continue
+            gpus = got.tolist()
+            job.place(gpus, self.per_server, self.model.a)
+            job.placed, job.phase = self.now, COMPUTE
+            job.waiting = set(gpus)
+            self.mem_free[gpus] -= job.memory
+            load[gpus] += job.left * job.compute * job.n
+            for g in gpus:
+                self.residents[g].append(job)
+            self.idle.update(gpus)
+            self.active.append(job)
+            placed.append(job)
+        for job in placed:
+            self.queue.remove(job)
+
+    def admit_comm(self) -> None:
+        if self.comm_freed:
+            candidates = self.comm_ready = self.comm_ready + self.comm_new
+        else:
+            candidates = self.comm_new
+            self.comm_ready += self.comm_new
+        self.comm_new, self.comm_freed = [], False
+        candidates.sort(key=lambda j: (j.remaining, j.id))
+        started = []
+        for job in list(candidates):
+            loads = [len(self.server_comm[s]) for s in job.servers]
+            if self.scheduler.admit(
+                job.bytes, loads, lambda job=job: self.remaining_bytes(job), self.model
+            ):
+                self.start_comm(job)
+                started.append(job)
+        for job in started:
+            self.comm_ready.remove(job)
+
+    def run_compute(self) -> None:
+        for g in sorted(self.idle):
+            if self.busy[g] is not None:
+                continue
+            best = None
+            for j in self.residents[g]:
+                if g in j.waiting and (
+                    best is None or (j.remaining, j.id) < (best.remaining, best.id)
+                ):
+                    best = j
+            if best is None:
+                continue
+            best.waiting.discard(g)
+            best.running += 1
+            self.busy[g] = best
+            self.busy_time[g] += best.compute
+            self.push(self.now + best.compute, WORKER_DONE, best, g)
+        self.idle.clear()
+
+    # results ------------------------------------------------------------------------
+
+    def result(self, seconds: float) -> JobsResult:
+        rows = []
+        for j in self.jobs:
+            rows.append(
+                {
+                    "job": j.id,
+                    "model": j.spec.model.name,
+                    "gpus": j.n,
+                    "iterations": j.spec.iterations,
+                    "arrival": j.spec.arrival,
+                    "placed": j.placed,
+                    "end": j.end,
+                    "jct": j.end - j.spec.arrival,
+                    "servers": len(j.servers),
+                }
+            )
+        jct = np.array([r["jct"] for r in rows])
+        makespan = float(max(j.end for j in self.jobs))
+        util = (self.busy_time / makespan).tolist() if makespan > 0 else []
+        summary = {
+            "avg_jct": float(jct.mean()),
+            "median_jct": float(np.median(jct)),
+            "p95_jct": float(np.percentile(jct, 95)),
+            "makespan": makespan,
+            "avg_gpu_utilization": float(np.mean(util)) if util else 0.0,
+            "all_reduces": self.comm_starts,
+            "all_reduces_shared": self.comm_shared,
+            "avg_queueing": float(np.mean([r["placed"] - r["arrival"] for r in rows])),
+            "seconds": seconds,
+        }
+        return JobsResult(self.placement.name, self.scheduler.name, rows, summary, util)
+
+
+def simulate_jobs(
+    mix: JobMix, placement: Placement, scheduler: CommScheduler, seed: int = 1
+) -> JobsResult:
+    return Simulation(mix, placement, scheduler, seed).run()

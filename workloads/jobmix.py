@@ -1,0 +1,218 @@
+"""Job-level workloads (``grouper simulate --mode jobs``): whole training jobs on a GPU
+cluster, as in Wang et al. 2020 (Section III) and Yu et al. 2022 (Section 4).
+
+A job asks for ``gpus`` GPUs, runs ``iterations`` iterations of forward + backward
+compute on each of them and, when its GPUs span more than one server, an all-reduce of
+the model's gradients (``size_mb``) between iterations. Jobs on one server communicate
+over NVLink, which both papers count as free.
+
+YAML (``kind: jobs``)::
+
+    kind: jobs
+    name: my-mix
+    cluster: {servers: 16, gpus_per_server: 4, gpu_memory_mb: 16000}
+    contention: {a: 6.69e-4, b: 8.53e-10, eta: 3.0e-10}   # optional (Eq. 5)
+    models:
+      resnet50: {size_mb: 99.2, memory_mb: 3213, t_f: 0.025, t_b: 0.0374}
+    jobs:
+      - {arrival: 0, gpus: 4, iterations: 2000, model: resnet50}
+    iteration_batch: 1     # simulate K iterations as one (K x compute, K x bytes)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from common import validate as v
+from common.errors import ConfigError
+from pda.admission import ContentionModel
+from pda.settings import parse_admission
+
+MB = 1e6  # the papers' model sizes are in MB of 10^6 bytes (b is seconds per byte)
+MAX_JOBS = 100_000
+MAX_GPUS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Model:
+    """A DNN as Wang et al.'s Table III describes it (times in seconds per iteration)."""
+
+    name: str
+    size_mb: float
+    memory_mb: float
+    t_f: float
+    t_b: float
+
+    @property
+    def bytes(self) -> float:
+        return self.size_mb * MB
+
+    @property
+    def compute(self) -> float:
+        return self.t_f + self.t_b
+
+
+@dataclass(frozen=True)
+class GpuJob:
+    id: int
+    arrival: float
+    gpus: int
+    iterations: int
+    model: Model
+
+
+@dataclass(frozen=True)
+class GpuCluster:
+    servers: int
+    gpus_per_server: int
+    gpu_memory_mb: float = 16000.0
+
+    @property
+    def gpus(self) -> int:
+        return self.servers * self.gpus_per_server
+
+
+@dataclass(frozen=True)
+class JobMix:
+    name: str
+    cluster: GpuCluster
+    jobs: tuple[GpuJob, ...]
+    contention: ContentionModel
+    iteration_batch: int = 1
+    meta: dict | None = None
+
+
+# Wang et al., Table III (Tesla V100, PyTorch 1.2): size MB, memory MB, t_f and t_b in s
+WANG_MODELS = {
+    "vgg16": Model("vgg16", 526.4, 4527, 0.0358, 0.0537),
+    "resnet50": Model("resnet50", 99.2, 3213, 0.0250, 0.0374),
+    "inception-v3": Model("inception-v3", 103.0, 3291, 0.0349, 0.0524),
+    "lstm-ptb": Model("lstm-ptb", 251.8, 2751, 0.0315, 0.0473),
+}
+# Wang et al. Section V-A: 160 jobs, half on one GPU; the rest by GPU count
+WANG_GPU_MIX = ((1, 80), (2, 14), (4, 26), (8, 30), (16, 8), (32, 2))
+
+
+def wang_64gpu(seed: int = 1, jobs: int = 160, batch: int = 10, **_: Any) -> JobMix:
+    """Wang et al.'s setting: 16 servers x 4 V100 (16 GB), 10 GbE, 160 jobs arriving
+    uniformly over 1,200 s, GPU counts as in Section V-A, 1,000-6,000 iterations (half
+    short, at most 1,600, half long), models drawn uniformly from Table III. ``jobs``
+    scales the mix down."""
+    rng = np.random.default_rng(seed)
+    total = sum(n for _, n in WANG_GPU_MIX)
+    sizes: list[int] = []
+    for g, n in WANG_GPU_MIX:
+        sizes += [g] * max(1 if n else 0, round(n * jobs / total))
+    sizes = sizes[:jobs]
+    rng.shuffle(sizes)
+    arrivals = np.sort(rng.uniform(0, 1200, len(sizes)))
+    # half short (at most 1,600 iterations, the paper's line between short and long),
+    # half long (1,601 to 6,000): uniform within each half
+    long_ = rng.random(len(sizes)) < 0.5
+    iters = np.where(
+        long_, rng.integers(1601, 6001, len(sizes)), rng.integers(1000, 1601, len(sizes))
+    )
+    names = list(WANG_MODELS)
+    models = rng.integers(0, len(names), len(sizes))
+    out = tuple(
+        GpuJob(i, float(round(arrivals[i])), sizes[i], int(iters[i]), WANG_MODELS[names[models[i]]])
+        for i in range(len(sizes))
+    )
+    return JobMix(
+        "wang-64gpu",
+        GpuCluster(16, 4, 16000.0),
+        out,
+        ContentionModel(),
+        batch,
+        {"seed": seed, "jobs": len(out), "iteration_batch": batch},
+    )
+
+
+JOB_GENERATORS = {"wang-64gpu": wang_64gpu}
+TOP_KEYS = ("kind", "name", "cluster", "contention", "models", "jobs", "iteration_batch")
+
+
+def is_jobmix(spec: str) -> bool:
+    """Whether ``spec`` names a job-level workload (a builtin here or ``kind: jobs``)."""
+    if spec.startswith("builtin:"):
+        return spec.split(":", 1)[1] in JOB_GENERATORS
+    return False
+
+
+def load_jobmix(spec: str, **params: Any) -> JobMix:
+    """``builtin:NAME`` (generated with ``params``) or a ``kind: jobs`` YAML file."""
+    if spec.startswith("builtin:"):
+        name = spec.split(":", 1)[1]
+        if name not in JOB_GENERATORS:
+            known = ", ".join(sorted(JOB_GENERATORS))
+            raise ConfigError("workload", f"unknown job-level builtin {name!r} (known: {known})")
+        return JOB_GENERATORS[name](**params)
+    from common.yamlfile import parse_yaml, read_text
+
+    data = parse_yaml(read_text(spec, "workload"), "workload")
+    return parse_jobmix(data, default_name=v.label_from_path(spec))
+
+
+def _models(raw: Any) -> dict[str, Model]:
+    out = {}
+    for name, m in v.mapping(raw, "models").items():
+        path = f"models.{name}"
+        m = v.mapping(m, path, ("size_mb", "memory_mb", "t_f", "t_b"))
+        out[str(name)] = Model(
+            v.label(name, path),
+            v.number(v.get(m, "size_mb", path), f"{path}.size_mb", minimum=0),
+            v.number(m.get("memory_mb", 0), f"{path}.memory_mb", minimum=0),
+            v.number(v.get(m, "t_f", path), f"{path}.t_f", minimum=0),
+            v.number(v.get(m, "t_b", path), f"{path}.t_b", minimum=0),
+        )
+        if out[str(name)].compute <= 0:
+            raise ConfigError(f"{path}.t_b", "t_f + t_b must be positive")
+    return out
+
+
+def _cluster(raw: Any) -> GpuCluster:
+    m = v.mapping(raw, "cluster", ("servers", "gpus_per_server", "gpu_memory_mb"))
+    c = GpuCluster(
+        v.integer(v.get(m, "servers", "cluster"), "cluster.servers", minimum=1),
+        v.integer(v.get(m, "gpus_per_server", "cluster"), "cluster.gpus_per_server", minimum=1),
+        v.number(m.get("gpu_memory_mb", 16000.0), "cluster.gpu_memory_mb", positive=True),
+    )
+    if c.gpus > MAX_GPUS:
+        raise ConfigError("cluster.servers", f"at most {MAX_GPUS} GPUs in all, got {c.gpus}")
+    return c
+
+
+def parse_jobmix(data: Any, default_name: str = "jobs") -> JobMix:
+    top = v.mapping(data, "", TOP_KEYS)
+    if top.get("kind") != "jobs":
+        raise ConfigError("kind", f"must be 'jobs' for a job-level workload, got {top.get('kind')!r}")
+    name = v.label(top.get("name", default_name), "name")
+    cluster = _cluster(v.get(top, "cluster", ""))
+    contention = parse_admission(top.get("contention", {}), "") or ContentionModel()
+    models = _models(v.get(top, "models", ""))
+    raw_jobs = v.sequence(v.get(top, "jobs", ""), "jobs", min_len=1)
+    if len(raw_jobs) > MAX_JOBS:
+        raise ConfigError("jobs", f"at most {MAX_JOBS} jobs, got {len(raw_jobs)}")
+    jobs = []
+    for i, j in enumerate(raw_jobs):
+        path = f"jobs[{i}]"
+        j = v.mapping(j, path, ("arrival", "gpus", "iterations", "model"))
+        model = v.string(v.get(j, "model", path), f"{path}.model")
+        if model not in models:
+            raise ConfigError(f"{path}.model", f"unknown model {model!r} (known: {', '.join(models)})")
+        gpus = v.integer(v.get(j, "gpus", path), f"{path}.gpus", minimum=1)
+        if gpus > cluster.gpus:
+            raise ConfigError(f"{path}.gpus", f"the cluster has {cluster.gpus} GPUs, job asks {gpus}")
+        if models[model].memory_mb > cluster.gpu_memory_mb:
+            raise ConfigError(f"{path}.model", f"needs {models[model].memory_mb:g} MB per GPU, "
+                              f"a GPU has {cluster.gpu_memory_mb:g}")
+        arrival = v.number(j.get("arrival", 0), f"{path}.arrival", minimum=0)
+        if arrival > 1e9:
+            raise ConfigError(f"{path}.arrival", f"at most 1e9 s, got {arrival:g}")
+        iters = v.integer(v.get(j, "iterations", path), f"{path}.iterations", minimum=1)
+        jobs.append(GpuJob(i, arrival, gpus, iters, models[model]))
+    batch = v.integer(top.get("iteration_batch", 1), "iteration_batch", minimum=1)
+    return JobMix(name, cluster, tuple(jobs), contention, batch)
