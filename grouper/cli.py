@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--iteration-batch",
         dest="iteration_batch",
         type=T.count(1, 100000),
-        help="jobs: simulate K iterations as one (1 = exact; the builtin uses 10)",
+        help="jobs: simulate K iterations as one (default 1: exact)",
     )
     sim.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")

@@ -96,7 +96,7 @@ WANG_MODELS = {
 WANG_GPU_MIX = ((1, 80), (2, 14), (4, 26), (8, 30), (16, 8), (32, 2))
 
 
-def wang_64gpu(seed: int = 1, jobs: int = 160, batch: int = 10, **_: Any) -> JobMix:
+def wang_64gpu(seed: int = 1, jobs: int = 160, batch: int = 1, **_: Any) -> JobMix:
     """Wang et al.'s setting: 16 servers x 4 V100 (16 GB), 10 GbE, 160 jobs arriving
     uniformly over 1,200 s, GPU counts as in Section V-A, 1,000-6,000 iterations (half
     short, at most 1,600, half long), models drawn uniformly from Table III. ``jobs``
@@ -133,13 +133,6 @@ def wang_64gpu(seed: int = 1, jobs: int = 160, batch: int = 10, **_: Any) -> Job
 
 JOB_GENERATORS = {"wang-64gpu": wang_64gpu}
 TOP_KEYS = ("kind", "name", "cluster", "contention", "models", "jobs", "iteration_batch")
-
-
-def is_jobmix(spec: str) -> bool:
-    """Whether ``spec`` names a job-level workload (a builtin here or ``kind: jobs``)."""
-    if spec.startswith("builtin:"):
-        return spec.split(":", 1)[1] in JOB_GENERATORS
-    return False
 
 
 def load_jobmix(spec: str, **params: Any) -> JobMix:
@@ -188,7 +181,8 @@ def _cluster(raw: Any) -> GpuCluster:
 def parse_jobmix(data: Any, default_name: str = "jobs") -> JobMix:
     top = v.mapping(data, "", TOP_KEYS)
     if top.get("kind") != "jobs":
-        raise ConfigError("kind", f"must be 'jobs' for a job-level workload, got {top.get('kind')!r}")
+        kind = top.get("kind")
+        raise ConfigError("kind", f"must be 'jobs' for a job-level workload, got {kind!r}")
     name = v.label(top.get("name", default_name), "name")
     cluster = _cluster(v.get(top, "cluster", ""))
     contention = parse_admission(top.get("contention", {}), "") or ContentionModel()
@@ -202,13 +196,19 @@ def parse_jobmix(data: Any, default_name: str = "jobs") -> JobMix:
         j = v.mapping(j, path, ("arrival", "gpus", "iterations", "model"))
         model = v.string(v.get(j, "model", path), f"{path}.model")
         if model not in models:
-            raise ConfigError(f"{path}.model", f"unknown model {model!r} (known: {', '.join(models)})")
+            known = ", ".join(models)
+            raise ConfigError(f"{path}.model", f"unknown model {model!r} (known: {known})")
         gpus = v.integer(v.get(j, "gpus", path), f"{path}.gpus", minimum=1)
         if gpus > cluster.gpus:
-            raise ConfigError(f"{path}.gpus", f"the cluster has {cluster.gpus} GPUs, job asks {gpus}")
+            raise ConfigError(
+                f"{path}.gpus", f"the cluster has {cluster.gpus} GPUs, the job asks {gpus}"
+            )
         if models[model].memory_mb > cluster.gpu_memory_mb:
-            raise ConfigError(f"{path}.model", f"needs {models[model].memory_mb:g} MB per GPU, "
-                              f"a GPU has {cluster.gpu_memory_mb:g}")
+            raise ConfigError(
+                f"{path}.model",
+                f"needs {models[model].memory_mb:g} MB per GPU, "
+                f"a GPU has {cluster.gpu_memory_mb:g}",
+            )
         arrival = v.number(j.get("arrival", 0), f"{path}.arrival", minimum=0)
         if arrival > 1e9:
             raise ConfigError(f"{path}.arrival", f"at most 1e9 s, got {arrival:g}")
