@@ -188,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=T.count(1, 100000),
         help="jobs: simulate K iterations as one (default 1: exact)",
     )
+    sim.add_argument(
+        "--hold-gpus",
+        dest="hold_gpus",
+        action="store_true",
+        help="jobs: a job's GPUs stay idle through its all-reduce (no sharing meanwhile)",
+    )
     sim.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")
     sim.add_argument("--values", help="sweep: comma-separated values to use instead")

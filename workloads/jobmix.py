@@ -17,6 +17,7 @@ YAML (``kind: jobs``)::
     jobs:
       - {arrival: 0, gpus: 4, iterations: 2000, model: resnet50}
     iteration_batch: 1     # simulate K iterations as one (K x compute, K x bytes)
+    hold_gpus: false       # true: a job's GPUs idle through its all-reduce
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class JobMix:
     contention: ContentionModel
     iteration_batch: int = 1
     meta: dict | None = None
+    # a job holds its GPUs through its all-reduce (no other job computes on them)
+    hold_gpus: bool = False
 
 
 # Wang et al., Table III (Tesla V100, PyTorch 1.2): size MB, memory MB, t_f and t_b in s
@@ -96,7 +99,9 @@ WANG_MODELS = {
 WANG_GPU_MIX = ((1, 80), (2, 14), (4, 26), (8, 30), (16, 8), (32, 2))
 
 
-def wang_64gpu(seed: int = 1, jobs: int = 160, batch: int = 1, **_: Any) -> JobMix:
+def wang_64gpu(
+    seed: int = 1, jobs: int = 160, batch: int = 1, hold_gpus: bool = False, **_: Any
+) -> JobMix:
     """Wang et al.'s setting: 16 servers x 4 V100 (16 GB), 10 GbE, 160 jobs arriving
     uniformly over 1,200 s, GPU counts as in Section V-A, 1,000-6,000 iterations (half
     short, at most 1,600, half long), models drawn uniformly from Table III. ``jobs``
@@ -127,12 +132,15 @@ def wang_64gpu(seed: int = 1, jobs: int = 160, batch: int = 1, **_: Any) -> JobM
         out,
         ContentionModel(),
         batch,
-        {"seed": seed, "jobs": len(out), "iteration_batch": batch},
+        {"seed": seed, "jobs": len(out), "iteration_batch": batch, "hold_gpus": hold_gpus},
+        hold_gpus,
     )
 
 
 JOB_GENERATORS = {"wang-64gpu": wang_64gpu}
-TOP_KEYS = ("kind", "name", "cluster", "contention", "models", "jobs", "iteration_batch")
+TOP_KEYS = (
+    "kind", "name", "cluster", "contention", "models", "jobs", "iteration_batch", "hold_gpus",
+)  # fmt: skip
 
 
 def load_jobmix(spec: str, **params: Any) -> JobMix:
@@ -215,4 +223,7 @@ def parse_jobmix(data: Any, default_name: str = "jobs") -> JobMix:
         iters = v.integer(v.get(j, "iterations", path), f"{path}.iterations", minimum=1)
         jobs.append(GpuJob(i, arrival, gpus, iters, models[model]))
     batch = v.integer(top.get("iteration_batch", 1), "iteration_batch", minimum=1)
-    return JobMix(name, cluster, tuple(jobs), contention, batch)
+    hold = top.get("hold_gpus", False)
+    if not isinstance(hold, bool):
+        raise ConfigError("hold_gpus", f"expected true or false, got {hold!r}")
+    return JobMix(name, cluster, tuple(jobs), contention, batch, None, hold)

@@ -38,6 +38,8 @@ def _mix_params(args: object) -> dict:
     params: dict = {"seed": args.seed}
     if getattr(args, "iteration_batch", None) is not None:
         params["batch"] = args.iteration_batch
+    if getattr(args, "hold_gpus", False):
+        params["hold_gpus"] = True
     return params
 
 
@@ -51,10 +53,13 @@ def simulate_jobs_cmd(args: object) -> int:
     spec = args.workload or "builtin:wang-64gpu"
     params = _mix_params(args) if spec.startswith("builtin:") else {}
     mix = load_jobmix(spec, **params)
-    if not spec.startswith("builtin:") and args.iteration_batch is not None:
+    if not spec.startswith("builtin:"):
         import dataclasses
 
-        mix = dataclasses.replace(mix, iteration_batch=args.iteration_batch)
+        if args.iteration_batch is not None:
+            mix = dataclasses.replace(mix, iteration_batch=args.iteration_batch)
+        if args.hold_gpus:
+            mix = dataclasses.replace(mix, hold_gpus=True)
     tasks = [(spec, params, p, s, args.seed) for p in placements for s in schedulers]
     runs = _run_all(tasks, mix, args.jobs or os.cpu_count() or 1)
     out = Path(args.out or f"results/simulate-jobs/{mix.name}")
@@ -71,6 +76,7 @@ def simulate_jobs_cmd(args: object) -> int:
         "jobs": len(mix.jobs),
         "contention": {"a": mix.contention.a, "b": mix.contention.b, "eta": mix.contention.eta},
         "iteration_batch": mix.iteration_batch,
+        "hold_gpus": mix.hold_gpus,
         "results": {f"{r.placement}/{r.scheduler}": r.summary for r in runs},
         "files": files,
     }

@@ -11,6 +11,10 @@ decides, in SRSF order, which waiting all-reduces start now. A running all-reduc
 its bytes at ``1 / (k b + (k - 1) eta)`` bytes per second, ``k`` the most all-reduces
 on any of its servers (Eq. 5, rates recomputed whenever ``k`` changes), then waits the
 latency ``a``. A job on one server all-reduces over NVLink, at no cost (Fig. 1a).
+
+With ``hold_gpus`` a job keeps its GPUs from the start of an iteration's compute to the
+end of its all-reduce (no other job computes on them meanwhile): the reading of
+"a GPU is occupied by one job at a time" under which waiting for the network idles GPUs.
 """
 
 from __future__ import annotations
@@ -126,6 +130,9 @@ class Simulation:
             self.handle(kind, self.jobs[jid], extra)
             if not self.events or self.events[0][0] > t:
                 self.dispatch()
+        stuck = [j.id for j in self.jobs if j.phase != DONE]
+        if stuck:  # a bug, not bad input: every job fits an empty cluster
+            raise RuntimeError(f"jobs {stuck[:5]} never finished")
         return self.result(time.perf_counter() - started)
 
     # events -------------------------------------------------------------------------
@@ -136,8 +143,9 @@ class Simulation:
             self.to_place = True
         elif kind == WORKER_DONE:
             gpu = int(extra)  # type: ignore[arg-type]
-            self.busy[gpu] = None
-            self.idle.add(gpu)
+            if not self.mix.hold_gpus:  # else held until the iteration's all-reduce ends
+                self.busy[gpu] = None
+                self.idle.add(gpu)
             job.running -= 1
             if job.running == 0 and not job.waiting:
                 if job.multi:
@@ -152,6 +160,9 @@ class Simulation:
             self.iteration_done(job)
 
     def iteration_done(self, job: Job) -> None:
+        if self.mix.hold_gpus:
+            for g in job.gpus:
+                self.busy[g] = None
         job.left -= 1
         if job.left > 0:
             job.phase = COMPUTE
@@ -212,7 +223,7 @@ class Simulation:
         if self.comm_new or (self.comm_freed and self.comm_ready):
             self.admit_comm()
         if self.idle:
-            self.run_compute()
+            self.run_gangs() if self.mix.hold_gpus else self.run_compute()
 
     def place_queued(self) -> None:
         self.to_place = False
@@ -277,6 +288,21 @@ class Simulation:
             self.busy[g] = best
             self.busy_time[g] += best.compute
             self.push(self.now + best.compute, WORKER_DONE, best, g)
+        self.idle.clear()
+
+    def run_gangs(self) -> None:
+        """``hold_gpus``: a job starts an iteration when all its GPUs are free, in SRSF
+        order (per-GPU choices could each hold a GPU the other needs: a deadlock)."""
+        ready = {j for g in self.idle for j in self.residents[g] if j.phase == COMPUTE}
+        for job in sorted(ready, key=lambda j: (j.remaining, j.id)):
+            if job.running or any(self.busy[g] is not None for g in job.gpus):
+                continue
+            job.waiting.clear()
+            job.running = job.n
+            for g in job.gpus:
+                self.busy[g] = job
+                self.busy_time[g] += job.compute
+                self.push(self.now + job.compute, WORKER_DONE, job, g)
         self.idle.clear()
 
     # results ------------------------------------------------------------------------

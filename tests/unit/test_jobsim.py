@@ -240,3 +240,21 @@ def test_cli_bad_arguments_exit_2_naming_the_field(argv, field, capsys):
     assert main(["simulate", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and field in err
+
+
+def test_held_gpus_stay_idle_through_the_all_reduce():
+    two = [
+        {"arrival": 0, "gpus": 2, "iterations": 1, "model": "big"},
+        {"arrival": 0.1, "gpus": 2, "iterations": 1, "model": "small"},
+    ]
+    # shared GPUs: B computes while A all-reduces, then waits for the link (SRSF(1))
+    assert ends(mix_doc(two), "srsf:1") == pytest.approx([1.2, 1.3])
+    held = {**mix_doc(two), "hold_gpus": True}
+    assert ends(held, "srsf:1") == pytest.approx([1.2, 1.5])
+
+
+def test_held_gpus_do_not_deadlock_on_crossed_placements():
+    jobs = [{"arrival": 0.01 * i, "gpus": 2, "iterations": 3, "model": "small"} for i in range(6)]
+    doc = {**mix_doc(jobs, servers=3, per_server=1), "hold_gpus": True}
+    r = simulate_jobs(parse_jobmix(doc), parse_placement("rand"), parse_scheduler("ada-srsf"))
+    assert all(np.isfinite(row["end"]) for row in r.jobs)
