@@ -143,18 +143,26 @@ TOP_KEYS = (
 )  # fmt: skip
 
 
-def load_jobmix(spec: str, **params: Any) -> JobMix:
-    """``builtin:NAME`` (generated with ``params``) or a ``kind: jobs`` YAML file."""
+def load_jobmix(spec: str, **params: Any) -> Any:
+    """``builtin:NAME`` (generated with ``params``) or a YAML file: a :class:`JobMix`
+    (``kind: jobs``, Wang et al.) or a :class:`~workloads.rarmix.RarMix`
+    (``kind: rar-jobs``, Yu et al.)."""
+    from workloads.rarmix import parse_rarmix, yu_rar
+
+    generators = {**JOB_GENERATORS, "yu-rar": yu_rar}
     if spec.startswith("builtin:"):
         name = spec.split(":", 1)[1]
-        if name not in JOB_GENERATORS:
-            known = ", ".join(sorted(JOB_GENERATORS))
+        if name not in generators:
+            known = ", ".join(sorted(generators))
             raise ConfigError("workload", f"unknown job-level builtin {name!r} (known: {known})")
-        return JOB_GENERATORS[name](**params)
+        return generators[name](**params)
     from common.yamlfile import parse_yaml, read_text
 
     data = parse_yaml(read_text(spec, "workload"), "workload")
-    return parse_jobmix(data, default_name=v.label_from_path(spec))
+    name = v.label_from_path(spec)
+    if isinstance(data, dict) and data.get("kind") == "rar-jobs":
+        return parse_rarmix(data, default_name=name)
+    return parse_jobmix(data, default_name=name)
 
 
 def _models(raw: Any) -> dict[str, Model]:

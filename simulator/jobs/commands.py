@@ -12,8 +12,11 @@ from common.output import table, write_json
 from simulator.jobs import plots
 from simulator.jobs.engine import JobsResult, simulate_jobs
 from simulator.jobs.placement import parse_placement
+from simulator.jobs.rar_engine import run_rar
 from simulator.jobs.schedulers import parse_scheduler
+from simulator.jobs.sjfbco import parse_rar_policy
 from workloads.jobmix import JobMix, load_jobmix
+from workloads.rarmix import RarMix
 
 JOB_FIELDS = ["run", "job", "model", "gpus", "iterations", "arrival", "placed", "end", "jct",
               "servers"]  # fmt: skip
@@ -30,7 +33,12 @@ def _list(text: str, what: str) -> list[str]:
 
 def _one(task: tuple) -> JobsResult:
     spec, params, placement, scheduler, seed = task
-    mix = load_jobmix(spec, **params)
+    return _simulate(load_jobmix(spec, **params), placement, scheduler, seed)
+
+
+def _simulate(mix: JobMix | RarMix, placement: str, scheduler: str, seed: int) -> JobsResult:
+    if isinstance(mix, RarMix):
+        return run_rar(mix, parse_rar_policy(placement), seed)[0]
     return simulate_jobs(mix, parse_placement(placement), parse_scheduler(scheduler), seed)
 
 
@@ -44,15 +52,25 @@ def _mix_params(args: object) -> dict:
 
 
 def simulate_jobs_cmd(args: object) -> int:
+    spec = args.workload or "builtin:wang-64gpu"
+    params = _mix_params(args) if spec.startswith("builtin:") else {}
+    mix = load_jobmix(spec, **params)
+    if isinstance(mix, RarMix):
+        if args.scheduler is not None or args.hold_gpus or args.iteration_batch is not None:
+            raise ConfigError(
+                "--scheduler", "Yu et al.'s batches are gang-scheduled by the placement's plan"
+            )
+        placements = _list(args.placement or "sjf-bco,ff,ls,rand", "--placement")
+        schedulers = ["gang"]
+        for p in placements:
+            parse_rar_policy(p)
+        return _report(mix, _run_all(spec, params, mix, placements, schedulers, args), args)
     placements = _list(args.placement or "lwf:1", "--placement")
     schedulers = _list(args.scheduler or "ada-srsf", "--scheduler")
     for p in placements:
         parse_placement(p)
     for s in schedulers:
         parse_scheduler(s)
-    spec = args.workload or "builtin:wang-64gpu"
-    params = _mix_params(args) if spec.startswith("builtin:") else {}
-    mix = load_jobmix(spec, **params)
     if not spec.startswith("builtin:"):
         import dataclasses
 
@@ -60,23 +78,18 @@ def simulate_jobs_cmd(args: object) -> int:
             mix = dataclasses.replace(mix, iteration_batch=args.iteration_batch)
         if args.hold_gpus:
             mix = dataclasses.replace(mix, hold_gpus=True)
-    tasks = [(spec, params, p, s, args.seed) for p in placements for s in schedulers]
-    runs = _run_all(tasks, mix, args.jobs or os.cpu_count() or 1)
+    return _report(mix, _run_all(spec, params, mix, placements, schedulers, args), args)
+
+
+def _report(mix: JobMix | RarMix, runs: list[JobsResult], args: object) -> int:
     out = Path(args.out or f"results/simulate-jobs/{mix.name}")
     files = _write(runs, out, mix)
     result = {
         "workload": mix.name,
         "mode": "jobs",
         "params": mix.meta,
-        "cluster": {
-            "servers": mix.cluster.servers,
-            "gpus_per_server": mix.cluster.gpus_per_server,
-            "gpu_memory_mb": mix.cluster.gpu_memory_mb,
-        },
         "jobs": len(mix.jobs),
-        "contention": {"a": mix.contention.a, "b": mix.contention.b, "eta": mix.contention.eta},
-        "iteration_batch": mix.iteration_batch,
-        "hold_gpus": mix.hold_gpus,
+        **_setting(mix),
         "results": {f"{r.placement}/{r.scheduler}": r.summary for r in runs},
         "files": files,
     }
@@ -102,14 +115,37 @@ def simulate_jobs_cmd(args: object) -> int:
     return 0
 
 
-def _run_all(tasks: list[tuple], mix: JobMix, jobs: int) -> list[JobsResult]:
-    """Every (placement, scheduler) run, on up to ``jobs`` processes. A file workload
+def _setting(mix: JobMix | RarMix) -> dict:
+    if isinstance(mix, RarMix):
+        return {"model": "yu", "servers": list(mix.servers), "lambda": mix.lam}
+    c, m = mix.cluster, mix.contention
+    return {
+        "model": "wang",
+        "cluster": {
+            "servers": c.servers,
+            "gpus_per_server": c.gpus_per_server,
+            "gpu_memory_mb": c.gpu_memory_mb,
+        },
+        "contention": {"a": m.a, "b": m.b, "eta": m.eta},
+        "iteration_batch": mix.iteration_batch,
+        "hold_gpus": mix.hold_gpus,
+    }
+
+
+def _run_all(
+    spec: str,
+    params: dict,
+    mix: JobMix | RarMix,
+    placements: list[str],
+    schedulers: list[str],
+    args: object,
+) -> list[JobsResult]:
+    """Every (placement, scheduler) run, on up to ``--jobs`` processes. A file workload
     is passed as loaded (``mix``); each run is seeded on its own."""
-    if not tasks[0][0].startswith("builtin:"):
-        return [
-            simulate_jobs(mix, parse_placement(p), parse_scheduler(s), seed)
-            for _, _, p, s, seed in tasks
-        ]
+    tasks = [(spec, params, p, s, args.seed) for p in placements for s in schedulers]
+    jobs = args.jobs or os.cpu_count() or 1
+    if not spec.startswith("builtin:"):
+        return [_simulate(mix, p, s, seed) for _, _, p, s, seed in tasks]
     if jobs <= 1 or len(tasks) == 1:
         return [_one(t) for t in tasks]
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:

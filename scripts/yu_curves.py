@@ -1,0 +1,76 @@
+"""Yu et al.'s Figs. 4, 5 and 7 on builtin:yu-rar: makespan per policy over seeds, the
+kappa curve and the lambda curve (kappa = 1). Prints Markdown tables and writes
+docs/figures/yu-kappa.png and docs/figures/yu-lambda.png (measured values only)."""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from simulator.jobs.rar_engine import run_rar  # noqa: E402
+from simulator.jobs.sjfbco import parse_rar_policy  # noqa: E402
+from workloads.rarmix import yu_rar  # noqa: E402
+
+FIG = Path(__file__).resolve().parent.parent / "docs" / "figures"
+POLICIES = ("sjf-bco", "ff", "ls", "rand")
+KAPPAS = (1, 2, 4, 8, 16, 32)
+LAMBDAS = (1, 2, 4, 8)
+
+
+def point(task: tuple[int, str]) -> dict:
+    seed, policy = task
+    return run_rar(yu_rar(seed=seed), parse_rar_policy(policy), seed)[0].summary
+
+
+def curve(xs: tuple, ys: dict[int, list[float]], label: str, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for seed, y in ys.items():
+        ax.plot(xs, y, marker="o", label=f"seed {seed}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(label)
+    ax.set_ylabel("makespan (s)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> int:
+    seeds = tuple(range(1, int(sys.argv[1]) + 1)) if len(sys.argv) > 1 else (1, 2, 3)
+    tasks = [(s, p) for s in seeds for p in POLICIES]
+    tasks += [(s, f"sjf-bco:k={k}") for s in seeds for k in KAPPAS]
+    tasks += [(s, f"sjf-bco:k=1:l={lam}") for s in seeds for lam in LAMBDAS]
+    with ProcessPoolExecutor() as pool:
+        res = dict(zip(tasks, pool.map(point, tasks), strict=True))
+    print("| seed | " + " | ".join(f"{p} makespan / avg JCT" for p in POLICIES) + " |")
+    print("|---" * (len(POLICIES) + 1) + "|")
+    for s in seeds:
+        cells = [f"{res[(s, p)]['makespan']:.0f} / {res[(s, p)]['avg_jct']:.0f}" for p in POLICIES]
+        print(f"| {s} | " + " | ".join(cells) + " |")
+    for name, xs, fmt, label in (
+        ("kappa", KAPPAS, "sjf-bco:k={}", "kappa"),
+        ("lambda", LAMBDAS, "sjf-bco:k=1:l={}", "lambda (kappa = 1)"),
+    ):
+        ys = {s: [res[(s, fmt.format(x))]["makespan"] for x in xs] for s in seeds}
+        multi = {s: [res[(s, fmt.format(x))]["multi_server_jobs"] for x in xs] for s in seeds}
+        print(f"\n| {name} | " + " | ".join(str(x) for x in xs) + " |")
+        print("|---" * (len(xs) + 1) + "|")
+        for s in seeds:
+            row = [f"{y:.0f} ({m})" for y, m in zip(ys[s], multi[s], strict=True)]
+            print(f"| seed {s} | " + " | ".join(row) + " |")
+        mean = np.mean([ys[s] for s in seeds], axis=0)
+        print("| mean | " + " | ".join(f"{y:.0f}" for y in mean) + " |")
+        curve(xs, ys, label, FIG / f"yu-{name}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
