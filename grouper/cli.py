@@ -122,6 +122,12 @@ def _cmd_bench_datapath(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from topologies.calibrate import calibrate
+
+    return calibrate(args)
+
+
 def _cmd_emulate(args: argparse.Namespace) -> int:
     from topologies.commands import emulate
 
@@ -246,6 +252,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     em.add_argument("--out", help="directory for logs and plots")
     em.add_argument("--json", metavar="PATH")
+    ca = add(
+        "calibrate",
+        _cmd_calibrate,
+        "measure the contention model (a, b, eta) on the emulated fabric (root)",
+    )
+    ca.add_argument("--experiment", default="builtin:small", help="its topology is used")
+    ca.add_argument("--hosts", help="the two hosts, e.g. h1,h4 (default: across the fabric)")
+    ca.add_argument("--sizes", default="0.25,0.5,1", help="all-reduce sizes in MB")
+    ca.add_argument("--max-k", dest="max_k", type=T.count(2, 16), default=8)
+    ca.add_argument("--reps", type=T.count(1, 20), default=2, help="timed iterations per point")
+    ca.add_argument("--write", metavar="CLUSTER.yaml", help="store a, b, eta in its admission")
+    ca.add_argument("--out", help="directory for the plot")
+    ca.add_argument("--json", metavar="PATH")
     ag = add("agent", _cmd_agent, "run the host agent (root)")
     from agent.options import add_arguments
 

@@ -1,0 +1,127 @@
+"""``grouper calibrate``: measure the contention model on the emulated fabric.
+
+As Wang et al. did on their 10 GbE cluster (Section III-A, Fig. 2): ``k`` ring
+all-reduces of ``M`` bytes between the same two hosts, all at once, for k = 1..8 and a
+few sizes. Each all-reduce is a real TCP ring (``trafficgen``): a first iteration opens
+the connections and warms them, then ``reps`` iterations are timed and averaged. The fit
+(:mod:`pda.calibration`) gives ``a`` and ``b`` from k = 1 and ``eta`` from k > 1.
+``--write CLUSTER.yaml`` stores the constants in the config's ``admission`` section,
+keeping its comments, order and everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from common.errors import ConfigError
+from common.output import table, write_json
+from pda.calibration import Fit, Sample, fit_contention
+from pda.model import Cojob, Job
+from pda.priorities import QueueConfig
+from topologies.commands import load_experiment, spec_of
+from topologies.leafspine import Fabric, LeafSpine
+from trafficgen.netns import NetnsThread
+from trafficgen.replay import Hosts, replay
+
+
+def _tasks(pair: tuple[str, str], k: int, size: float, reps: int) -> list[Cojob]:
+    return [Cojob(f"cal{i}", (1, reps), (Job.ring(f"t{i}", size, list(pair)),)) for i in range(k)]
+
+
+def measure(
+    spec: LeafSpine, pair: tuple[str, str], sizes: list[float], max_k: int, reps: int
+) -> list[Sample]:
+    """Every (k, size) point on a fresh fabric; the fabric is torn down even on failure."""
+    fabric = Fabric(spec)
+    netns: dict[str, NetnsThread] = {}
+    samples = []
+    try:
+        fabric.start()
+        netns = {h: NetnsThread(fabric.netns_path(h)) for h in pair}
+        hosts = Hosts({h: spec.addresses[h] for h in pair}, netns, dict.fromkeys(pair))
+        for size in sizes:
+            for k in range(1, max_k + 1):
+                res = asyncio.run(replay(_tasks(pair, k, size, reps), hosts))
+                if res.errors:
+                    raise RuntimeError(f"k={k}, M={size:g}: {res.errors[0]}")
+                timed = [s["duration"] / reps for s in res.stages if s["stage"] == 2]
+                samples.append(Sample(k, size, statistics.fmean(timed)))
+    finally:
+        for t in netns.values():
+            t.close()
+        fabric.stop()
+    return samples
+
+
+def _pair(spec: LeafSpine, text: str | None) -> tuple[str, str]:
+    names = spec.host_names
+    if text is None:  # across the fabric: first host of the first and the last leaf
+        return names[0], names[-spec.hosts_per_leaf]
+    pair = tuple(x.strip() for x in text.split(","))
+    if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(names):
+        raise ConfigError("--hosts", f"two different hosts of {', '.join(names)}; got {text!r}")
+    return pair  # type: ignore[return-value]
+
+
+def calibrate(args: object) -> int:
+    if os.geteuid() != 0:
+        raise ConfigError("calibrate", "needs root (Mininet, namespaces, qdiscs)")
+    if not shutil.which("mnexec"):
+        raise ConfigError("calibrate", "Mininet is not installed (apt-get install mininet)")
+    if args.write:
+        from grouper.cluster_config import load_cluster_config
+
+        load_cluster_config(args.write)  # refuse a bad file before measuring
+    spec = spec_of(load_experiment(args.experiment), QueueConfig())
+    pair = _pair(spec, args.hosts)
+    sizes = [float(x) * 1e6 for x in args.sizes.split(",") if x.strip()]
+    if len(set(sizes)) < 2 or min(sizes) <= 0:
+        raise ConfigError("--sizes", f"two or more positive sizes in MB, got {args.sizes!r}")
+    fit = fit_contention(measure(spec, pair, sizes, args.max_k, args.reps))
+    out = Path(args.out or tempfile.mkdtemp(prefix="grouper-calibrate-"))
+    from topologies.calibrate_report import plot_fit, write_admission
+
+    files = [str(plot_fit(fit, out / "contention.png", f"{args.experiment} {pair[0]}-{pair[1]}"))]
+    if args.write:
+        write_admission(Path(args.write), fit.model)
+    m = fit.model
+    result = {
+        "experiment": args.experiment,
+        "hosts": list(pair),
+        "link_mbps": spec.mbps,
+        "a": m.a,
+        "b": m.b,
+        "eta": m.eta,
+        "raw": dict(zip(("a", "b", "eta"), fit.raw, strict=True)),
+        "share_threshold": m.share_threshold,
+        "rms_relative_residual": fit.rms_relative,
+        "max_relative_residual": fit.max_relative,
+        "samples": list(fit.residuals),
+        "files": files,
+        "written": args.write,
+    }
+    write_json(result, args.json)
+    if args.json != "-":
+        _print(fit, pair, files, args.write)
+    return 0
+
+
+def _print(fit: Fit, pair: tuple[str, str], files: list[str], written: str | None) -> None:
+    rows = [
+        [r["k"], f"{r['bytes'] / 1e6:g}", f"{r['measured'] * 1e3:.1f}",
+         f"{r['predicted'] * 1e3:.1f}", f"{r['relative'] * 100:+.1f}%"]
+        for r in fit.residuals
+    ]  # fmt: skip
+    print(table(rows, ["k", "M (MB)", "measured ms", "model ms", "residual"]))
+    m = fit.model
+    print(
+        f"{pair[0]}-{pair[1]}: a = {m.a:.4g} s, b = {m.b:.4g} s/B, eta = {m.eta:.4g} s/B "
+        f"(share threshold {m.share_threshold:.3f}); residuals rms "
+        f"{fit.rms_relative * 100:.1f}%, max {fit.max_relative * 100:.1f}%"
+    )
+    print(f"plot: {files[0]}" + (f"; written to {written}" if written else ""))
