@@ -75,6 +75,10 @@ def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.config:
+        from grouper.cluster_config import load_cluster_config
+
+        args.cluster_queues = load_cluster_config(args.config).queues
     if args.mode == "jobs":
         if args.action == "sweep":
             raise ConfigError("--mode", "jobs has no sweep; run simulate --mode jobs")
@@ -186,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--workload", help="builtin:NAME or YAML file (default sim60, or wang-64gpu for jobs)"
     )
+    sim.add_argument("--config", help="cluster YAML: its queues and admission (a, b, eta) are used")
     sim.add_argument("--placement", help="jobs: rand, ff, ls, lwf:K (comma-separated)")
     sim.add_argument("--scheduler", help="jobs: srsf:N, ada-srsf (comma-separated)")
     sim.add_argument(

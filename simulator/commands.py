@@ -10,6 +10,7 @@ from pathlib import Path
 from common.errors import ConfigError
 from common.output import table, write_json
 from pda.lowerbound import lp_lower_bound
+from pda.priorities import QueueConfig
 from pda.snapshot import build_snapshot
 from simulator import report
 from simulator.run import run_policies
@@ -41,13 +42,26 @@ def _offline(wl: Workload) -> bool:
     )
 
 
+def cluster_queues(args: object) -> QueueConfig | None:
+    """``--config CLUSTER.yaml``: the cluster's queues and admission constants (e.g. as
+    ``grouper calibrate --write`` measured them) instead of the workload's. The CLI
+    reads the file (the cluster config belongs to it) into ``args.cluster_queues``."""
+    return getattr(args, "cluster_queues", None)
+
+
 def simulate(args: object) -> int:
     policies = [p for p in args.policies.split(",") if p]
     if not policies:
         raise ConfigError("--policies", "name at least one policy")
     wl = load_workload(args.workload, **_params(args))
+    queues = cluster_queues(args)
     runs = run_policies(
-        wl, policies, period=args.period, seed=args.seed, contention=not args.no_contention
+        wl,
+        policies,
+        period=args.period,
+        queues=queues,
+        seed=args.seed,
+        contention=not args.no_contention,
     )
     results = {p: dict(r.summary, seconds=r.seconds) for p, r in runs.items()}
     out = Path(args.out or f"results/simulate/{wl.name}")
@@ -62,7 +76,8 @@ def simulate(args: object) -> int:
         "contention": "none" if args.no_contention else wl.contention,
         "ps_mode": wl.ps_mode,
         "local_traffic": wl.local_traffic,
-        "queues": None if wl.queues is None else wl.queues.queues,
+        "queues": (queues or wl.queues).queues if (queues or wl.queues) else None,
+        "admission": _admission(queues or wl.queues),
         "results": results,
         "files": files,
     }
@@ -102,6 +117,11 @@ def simulate(args: object) -> int:
     return 0
 
 
+def _admission(queues: QueueConfig | None) -> dict | None:
+    m = queues.admission if queues else None
+    return None if m is None else {"a": m.a, "b": m.b, "eta": m.eta}
+
+
 def sweep(args: object) -> int:
     if args.what not in SWEEPS:
         raise ConfigError("--what", f"must be one of {', '.join(SWEEPS)}; got {args.what!r}")
@@ -114,6 +134,7 @@ def sweep(args: object) -> int:
     if args.values:
         values = [float(x) for x in args.values.split(",")]
     out = Path(args.out or f"results/sweep/{args.what}")
+    queues = cluster_queues(args)
     tasks = []
     for x in values:
         params = _params(args)
@@ -122,7 +143,9 @@ def sweep(args: object) -> int:
             period = x
         else:
             params[param] = x
-        tasks.append((args.workload, params, policies, period, args.seed, not args.no_contention))
+        tasks.append(
+            (args.workload, params, policies, period, args.seed, not args.no_contention, queues)
+        )
     summaries = _run_points(tasks, args.jobs or os.cpu_count() or 1)
     table_rows, series = [], {p: [] for p in policies}
     points = []
@@ -168,10 +191,16 @@ def sweep(args: object) -> int:
 
 def _point(task: tuple) -> dict[str, dict]:
     """One sweep point (a process of its own): the summaries of every policy."""
-    workload, params, policies, period, seed, contention = task
+    workload, params, policies, period, seed, contention, queues = task
     wl = load_workload(workload, **params)
     runs = run_policies(
-        wl, policies, period=period, seed=seed, contention=contention, progress=False
+        wl,
+        policies,
+        period=period,
+        queues=queues,
+        seed=seed,
+        contention=contention,
+        progress=False,
     )
     return {p: r.summary for p, r in runs.items()}
 

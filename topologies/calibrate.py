@@ -6,7 +6,7 @@ few sizes. Each all-reduce is a real TCP ring (``trafficgen``): a first iteratio
 the connections and warms them, then ``reps`` iterations are timed and averaged. The fit
 (:mod:`pda.calibration`) gives ``a`` and ``b`` from k = 1 and ``eta`` from k > 1.
 ``--write CLUSTER.yaml`` stores the constants in the config's ``admission`` section,
-keeping its comments, order and everything else.
+changing nothing else in the file.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """``grouper calibrate``'s outputs: the plot (after Wang et al. Fig. 2) and the
-constants written into a cluster config, comments and all."""
+constants written into a cluster config, everything else in it untouched."""
 
 from __future__ import annotations
 
-import io
 import os
+import re
 from pathlib import Path
 
 import matplotlib
@@ -49,28 +49,49 @@ def plot_fit(fit: Fit, path: Path, title: str) -> Path:
     return path
 
 
+_KEY = re.compile(r"^(?P<indent>\s+)(?P<key>a|b|eta):(?P<gap>\s*)(?P<value>[^#\s]+)(?P<rest>.*)$")
+
+
 def write_admission(path: Path, model: ContentionModel) -> None:
     """Set ``admission.a``, ``.b`` and ``.eta`` in the cluster config at ``path``,
-    leaving every other line, comment and key order as it was. The new text is checked
-    as a cluster config before it replaces the file (atomically)."""
-    from ruamel.yaml import YAML
-
+    changing only those values: every other line, comment and key order stays as it
+    was (the section is added at the end when missing). The new text is checked as a
+    cluster config, with the values read back, before it replaces the file
+    (atomically)."""
     from grouper.cluster_config import load_cluster_config
 
-    yaml = YAML()  # round-trip: comments and order survive
-    yaml.preserve_quotes = True
-    data = yaml.load(path.read_text())
-    if "admission" not in data or data["admission"] is None:
-        data["admission"] = {}
-    section = data["admission"]
-    for key, value in (("a", model.a), ("b", model.b), ("eta", model.eta)):
-        section[key] = float(f"{value:.4g}")
-    buf = io.StringIO()
-    yaml.dump(data, buf)
+    values = {k: f"{x:.4g}" for k, x in (("a", model.a), ("b", model.b), ("eta", model.eta))}
+    lines = path.read_text().splitlines()
+    head = next((i for i, ln in enumerate(lines) if re.match(r"admission:\s*(#.*)?$", ln)), None)
+    if head is None:
+        if any(ln.startswith("admission:") for ln in lines):
+            raise ConfigError("admission", "is in flow style; write it as a block to update it")
+        lines += ["", "admission:", *(f"  {k}: {v}" for k, v in values.items())]
+    else:
+        end = head + 1
+        while end < len(lines) and (not lines[end].strip() or lines[end][0] in " #\t"):
+            end += 1
+        seen, indent = set(), "  "
+        for i in range(head + 1, end):
+            m = _KEY.match(lines[i])
+            if m:
+                key, indent = m["key"], m["indent"]
+                line = f"{indent}{key}: {values[key]}"
+                comment = m["rest"].lstrip()
+                if comment:  # keep the comment in its column
+                    column = len(lines[i]) - len(comment)
+                    line += " " * max(column - len(line), 1) + comment
+                lines[i] = line
+                seen.add(key)
+        last = max((i for i in range(head + 1, end) if lines[i].strip()), default=head)
+        missing = [f"{indent}{k}: {v}" for k, v in values.items() if k not in seen]
+        lines[last + 1 : last + 1] = missing
     tmp = path.with_name(f".{path.name}.calibrate")
-    tmp.write_text(buf.getvalue())
+    tmp.write_text("\n".join(lines) + "\n")
     try:
-        load_cluster_config(str(tmp))
+        got = load_cluster_config(str(tmp)).queues.admission
+        if got is None or (got.a, got.b, got.eta) != tuple(float(v) for v in values.values()):
+            raise ConfigError("admission", "could not be updated in place (enabled: false?)")
     except ConfigError:
         tmp.unlink()
         raise

@@ -132,7 +132,7 @@ def wang_64gpu(
         out,
         ContentionModel(),
         batch,
-        {"seed": seed, "jobs": len(out), "iteration_batch": batch, "hold_gpus": hold_gpus},
+        {"seed": seed, "jobs": len(out)},
         hold_gpus,
     )
 

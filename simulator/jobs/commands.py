@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from common.errors import ConfigError
 from common.output import table, write_json
+from simulator.commands import cluster_queues
 from simulator.jobs import plots
 from simulator.jobs.engine import JobsResult, simulate_jobs
 from simulator.jobs.placement import parse_placement
@@ -32,8 +34,7 @@ def _list(text: str, what: str) -> list[str]:
 
 
 def _one(task: tuple) -> JobsResult:
-    spec, params, placement, scheduler, seed = task
-    return _simulate(load_jobmix(spec, **params), placement, scheduler, seed)
+    return _simulate(*task)
 
 
 def _simulate(mix: JobMix | RarMix, placement: str, scheduler: str, seed: int) -> JobsResult:
@@ -42,18 +43,9 @@ def _simulate(mix: JobMix | RarMix, placement: str, scheduler: str, seed: int) -
     return simulate_jobs(mix, parse_placement(placement), parse_scheduler(scheduler), seed)
 
 
-def _mix_params(args: object) -> dict:
-    params: dict = {"seed": args.seed}
-    if getattr(args, "iteration_batch", None) is not None:
-        params["batch"] = args.iteration_batch
-    if getattr(args, "hold_gpus", False):
-        params["hold_gpus"] = True
-    return params
-
-
 def simulate_jobs_cmd(args: object) -> int:
     spec = args.workload or "builtin:wang-64gpu"
-    params = _mix_params(args) if spec.startswith("builtin:") else {}
+    params = {"seed": args.seed} if spec.startswith("builtin:") else {}
     mix = load_jobmix(spec, **params)
     if isinstance(mix, RarMix):
         if args.scheduler is not None or args.hold_gpus or args.iteration_batch is not None:
@@ -64,21 +56,21 @@ def simulate_jobs_cmd(args: object) -> int:
         schedulers = ["gang"]
         for p in placements:
             parse_rar_policy(p)
-        return _report(mix, _run_all(spec, params, mix, placements, schedulers, args), args)
+        return _report(mix, _run_all(mix, placements, schedulers, args), args)
     placements = _list(args.placement or "lwf:1", "--placement")
     schedulers = _list(args.scheduler or "ada-srsf", "--scheduler")
     for p in placements:
         parse_placement(p)
     for s in schedulers:
         parse_scheduler(s)
-    if not spec.startswith("builtin:"):
-        import dataclasses
-
-        if args.iteration_batch is not None:
-            mix = dataclasses.replace(mix, iteration_batch=args.iteration_batch)
-        if args.hold_gpus:
-            mix = dataclasses.replace(mix, hold_gpus=True)
-    return _report(mix, _run_all(spec, params, mix, placements, schedulers, args), args)
+    queues = cluster_queues(args)
+    if queues is not None and queues.admission is not None:  # e.g. calibrated constants
+        mix = dataclasses.replace(mix, contention=queues.admission)
+    if args.iteration_batch is not None:
+        mix = dataclasses.replace(mix, iteration_batch=args.iteration_batch)
+    if args.hold_gpus:
+        mix = dataclasses.replace(mix, hold_gpus=True)
+    return _report(mix, _run_all(mix, placements, schedulers, args), args)
 
 
 def _report(mix: JobMix | RarMix, runs: list[JobsResult], args: object) -> int:
@@ -133,19 +125,12 @@ def _setting(mix: JobMix | RarMix) -> dict:
 
 
 def _run_all(
-    spec: str,
-    params: dict,
-    mix: JobMix | RarMix,
-    placements: list[str],
-    schedulers: list[str],
-    args: object,
+    mix: JobMix | RarMix, placements: list[str], schedulers: list[str], args: object
 ) -> list[JobsResult]:
-    """Every (placement, scheduler) run, on up to ``--jobs`` processes. A file workload
-    is passed as loaded (``mix``); each run is seeded on its own."""
-    tasks = [(spec, params, p, s, args.seed) for p in placements for s in schedulers]
+    """Every (placement, scheduler) run, on up to ``--jobs`` processes; each run is
+    seeded on its own, so the results do not depend on how many run at once."""
+    tasks = [(mix, p, s, args.seed) for p in placements for s in schedulers]
     jobs = args.jobs or os.cpu_count() or 1
-    if not spec.startswith("builtin:"):
-        return [_simulate(mix, p, s, seed) for _, _, p, s, seed in tasks]
     if jobs <= 1 or len(tasks) == 1:
         return [_one(t) for t in tasks]
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from common.errors import ConfigError
@@ -51,3 +53,58 @@ def test_no_contention_penalty_clips_eta_at_zero():
 def test_unusable_measurements_are_refused(samples):
     with pytest.raises(ConfigError, match="samples"):
         fit_contention(samples)
+
+
+SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "cluster.sample.yaml"
+
+
+def test_write_admission_keeps_comments_order_and_the_rest(tmp_path):
+    from grouper.cluster_config import load_cluster_config
+    from topologies.calibrate_report import write_admission
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text(SAMPLE.read_text())
+    write_admission(path, ContentionModel(a=1.5e-3, b=4.2e-7, eta=1.1e-7))
+    cfg = load_cluster_config(str(path))
+    m = cfg.queues.admission
+    assert (m.a, m.b, m.eta) == (1.5e-3, 4.2e-7, 1.1e-7)
+    before, after = SAMPLE.read_text().splitlines(), path.read_text().splitlines()
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert [a.split(":")[0].strip() for a, _ in changed] == ["a", "b", "eta"]
+    assert all("#" in b for _, b in changed)  # the comments after the values stay
+    assert cfg.hosts == load_cluster_config(str(SAMPLE)).hosts
+
+
+def test_write_admission_adds_the_section_when_missing(tmp_path):
+    from grouper.cluster_config import load_cluster_config
+    from topologies.calibrate_report import write_admission
+
+    text = SAMPLE.read_text()
+    start = text.index("admission:")
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text[:start] + text[text.index("failure:") :])
+    write_admission(path, ContentionModel(a=0.0, b=4e-7, eta=0.0))
+    m = load_cluster_config(str(path)).queues.admission
+    assert (m.a, m.b, m.eta) == (0.0, 4e-7, 0.0)
+    assert "# priority queues per port" in path.read_text()
+
+
+def test_simulate_uses_the_cluster_configs_constants(tmp_path):
+    import json
+
+    from grouper.cli import main
+    from topologies.calibrate_report import write_admission
+
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(SAMPLE.read_text())
+    write_admission(cfg, ContentionModel(a=1e-3, b=2e-9, eta=1e-9))
+    out = tmp_path / "r.json"
+    argv = ["simulate", "--workload", "builtin:fig3", "--policies", "fs,grouper",
+            "--config", str(cfg), "--json", str(out), "--out", str(tmp_path / "s")]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads(out.read_text())["admission"] == {"a": 1e-3, "b": 2e-9, "eta": 1e-9}
+    argv = ["simulate", "--mode", "jobs", "--workload", "builtin:wang-64gpu", "--config",
+            str(cfg), "--placement", "lwf:1", "--iteration-batch", "50", "--json", str(out),
+            "--out", str(tmp_path / "j")]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads(out.read_text())["contention"] == {"a": 1e-3, "b": 2e-9, "eta": 1e-9}
