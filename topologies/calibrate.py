@@ -2,8 +2,8 @@
 
 As Wang et al. did on their 10 GbE cluster (Section III-A, Fig. 2): ``k`` ring
 all-reduces of ``M`` bytes between the same two hosts, all at once, for k = 1..8 and a
-few sizes. Each all-reduce is a real TCP ring (``trafficgen``): a first iteration opens
-the connections and warms them, then ``reps`` iterations are timed and averaged. The fit
+few sizes. Each all-reduce is a real TCP ring (``trafficgen``): one untimed round warms
+the connections, then ``reps`` rounds are timed, each started by all k at once. The fit
 (:mod:`pda.calibration`) gives ``a`` and ``b`` from k = 1 and ``eta`` from k > 1.
 ``--write CLUSTER.yaml`` stores the constants in the config's ``admission`` section,
 changing nothing else in the file.
@@ -12,10 +12,12 @@ changing nothing else in the file.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 from common.errors import ConfigError
@@ -25,18 +27,51 @@ from pda.model import Cojob, Job
 from pda.priorities import QueueConfig
 from topologies.commands import load_experiment, spec_of
 from topologies.leafspine import Fabric, LeafSpine
+from trafficgen import wire
 from trafficgen.netns import NetnsThread
-from trafficgen.replay import Hosts, replay
+from trafficgen.replay import Hosts, JobRunner
 
 
-def _tasks(pair: tuple[str, str], k: int, size: float, reps: int) -> list[Cojob]:
-    return [Cojob(f"cal{i}", (1, reps), (Job.ring(f"t{i}", size, list(pair)),)) for i in range(k)]
+async def _point(hosts: Hosts, pair: tuple[str, str], k: int, size: float, reps: int) -> float:
+    """Time of one of ``k`` ring all-reduces of ``size`` bytes started together:
+    connections opened and warmed by one untimed round, then ``reps`` timed rounds, each
+    started by all tasks at once (a barrier between rounds). The median over rounds of
+    each round's average, so one round with a TCP timeout does not set the point."""
+    ledger = wire.Ledger()
+    ports = itertools.count(21000)
+    runners = []
+    for i in range(k):
+        cj = Cojob(f"cal{i}", (reps + 1,), (Job.ring(f"t{i}", size, list(pair)),))
+        runners.append(JobRunner(hosts, cj, cj.jobs[0], ports, ledger))
+        runners[-1].declare()
+    try:
+        for r in runners:
+            await r.setup()
+        await asyncio.gather(*(r.iteration(0) for r in runners))  # warm-up
+        rounds: list[float] = []
+
+        async def timed(r: JobRunner, it: int, t0: float) -> float:
+            await r.iteration(it)
+            return time.monotonic() - t0
+
+        for it in range(1, reps + 1):
+            t0 = time.monotonic()
+            rounds.append(
+                statistics.fmean(await asyncio.gather(*(timed(r, it, t0) for r in runners)))
+            )
+    finally:
+        for r in runners:
+            await r.finish()
+    short = ledger.shortfall()
+    if short:
+        raise RuntimeError(f"k={k}, M={size:g}: bytes missing on {len(short)} connections")
+    return statistics.median(rounds)
 
 
 def measure(
     spec: LeafSpine, pair: tuple[str, str], sizes: list[float], max_k: int, reps: int
 ) -> list[Sample]:
-    """Every (k, size) point on a fresh fabric; the fabric is torn down even on failure."""
+    """Every (k, size) point on one fabric; it is torn down even on failure."""
     fabric = Fabric(spec)
     netns: dict[str, NetnsThread] = {}
     samples = []
@@ -46,11 +81,8 @@ def measure(
         hosts = Hosts({h: spec.addresses[h] for h in pair}, netns, dict.fromkeys(pair))
         for size in sizes:
             for k in range(1, max_k + 1):
-                res = asyncio.run(replay(_tasks(pair, k, size, reps), hosts))
-                if res.errors:
-                    raise RuntimeError(f"k={k}, M={size:g}: {res.errors[0]}")
-                timed = [s["duration"] / reps for s in res.stages if s["stage"] == 2]
-                samples.append(Sample(k, size, statistics.fmean(timed)))
+                seconds = asyncio.run(_point(hosts, pair, k, size, reps))
+                samples.append(Sample(k, size, seconds))
     finally:
         for t in netns.values():
             t.close()

@@ -42,6 +42,15 @@ def test_no_contention_penalty_clips_eta_at_zero():
     assert fit.raw[2] < 0 and fit.model.eta == 0.0
 
 
+def test_a_negative_latency_is_refitted_through_the_origin():
+    # super-linear alone (a large task loses packets): unconstrained a < 0
+    alone = [Sample(1, 0.25e6, 0.105), Sample(1, 0.5e6, 0.21), Sample(1, 1e6, 0.5)]
+    fit = fit_contention([*alone, Sample(2, 0.5e6, 0.42)])
+    assert fit.raw[0] < 0
+    b = sum(s.bytes * s.seconds for s in alone) / sum(s.bytes**2 for s in alone)
+    assert (fit.model.a, fit.model.b) == (0.0, pytest.approx(b, rel=1e-9))
+
+
 @pytest.mark.parametrize(
     "samples",
     [

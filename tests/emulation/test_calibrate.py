@@ -1,0 +1,36 @@
+"""``grouper calibrate`` on the emulated fabric: real TCP rings between two hosts, the
+fit written into a cluster config that check-config accepts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.netns import GROUPER, ROOT
+
+SAMPLE = ROOT / "docs" / "cluster.sample.yaml"
+
+
+def test_calibrate_measures_the_links_rate_and_writes_the_config(tmp_path):
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(SAMPLE.read_text())
+    out = tmp_path / "cal.json"
+    subprocess.run(
+        [*GROUPER, "calibrate", "--sizes", "0.25,0.5", "--max-k", "3", "--reps", "1",
+         "--out", str(tmp_path / "plot"), "--write", str(cfg), "--json", str(out)],
+        cwd=ROOT, check=True, timeout=240,
+    )  # fmt: skip
+    res = json.loads(out.read_text())
+    # builtin:small's host links are 20 Mbit/s: a two-host ring moves M bytes each way
+    ideal = 8 / (res["link_mbps"] * 1e6)
+    assert ideal <= res["b"] <= 1.5 * ideal, res["b"]
+    assert res["a"] >= 0 and res["eta"] >= 0
+    times = {(s["k"], s["bytes"]): s["measured"] for s in res["samples"]}
+    assert len(times) == 6
+    for size in (0.25e6, 0.5e6):  # k rings together take about k times as long
+        assert 1.5 < times[(2, size)] / times[(1, size)] < 2.6
+        assert 2.3 < times[(3, size)] / times[(1, size)] < 3.9
+    assert (tmp_path / "plot" / "contention.png").stat().st_size > 0
+    text = cfg.read_text()
+    assert f"b: {res['b']:.4g}" in text and "# seconds per byte" in text
+    subprocess.run([*GROUPER, "check-config", str(cfg)], cwd=ROOT, check=True, timeout=60)
