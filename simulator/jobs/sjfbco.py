@@ -11,8 +11,8 @@ until it ends.
   GPUs uses FA-FFP (Algorithm 2): fragments first, i.e. GPUs on servers already in
   use, least busy first. A larger one uses LBSGF (Algorithm 3): the least busy servers
   by average ``U``, as many as hold ``lambda G`` GPUs, and the least busy GPUs there.
-  theta is found by bisection over ``[1, T]``. For each theta every kappa from 1 to the
-  largest job is tried, and the smallest estimated makespan is kept. ``sjf-bco:k=K``
+  theta is found by bisection over ``[1, T]``, for every kappa from 1 to the largest
+  job, and the smallest estimated makespan is kept. ``sjf-bco:k=K``
   fixes kappa (Fig. 5), ``:l=L`` sets lambda (Fig. 7).
 * ``ff``: the first free GPUs, server by server; ``ls``: the least busy GPUs. Both
   search theta by bisection, like SJF-BCO. ``rand``: random free GPUs, theta = T. All
@@ -121,10 +121,15 @@ class Planner:
         busy = np.bincount(self.server_of, weights=U, minlength=len(self.caps)) / self.caps
         by_busy = np.argsort(busy, kind="stable")
         m = int(np.searchsorted(np.cumsum(self.caps[by_busy]), self.lam * job.gpus)) + 1
-        idx = np.flatnonzero(ok & np.isin(self.server_of, by_busy[:m]))
+        rank = np.empty(len(self.caps), dtype=np.int64)
+        rank[by_busy] = np.arange(len(self.caps))
+        idx = np.flatnonzero(ok & (rank[self.server_of] < m))
         if len(idx) < job.gpus:
             return None
-        return np.sort(idx[np.argsort(U[idx], kind="stable")[: job.gpus]])
+        # G_idle is built server by server (least busy first), each server's GPUs by U;
+        # its first G GPUs are taken (Algorithm 3, lines 4-7)
+        key = np.lexsort((idx, U[idx], rank[self.server_of[idx]]))
+        return np.sort(idx[key[: job.gpus]])
 
     def first_fit(self, job: RarJob, U: np.ndarray, ok: np.ndarray) -> np.ndarray | None:
         idx = self.free_first(job, U, ok)
@@ -165,22 +170,23 @@ class Planner:
             gpus[i], start[i] = got, t0
         return Plan(gpus, start, list(self.order), theta, None, float(U.max()))
 
-    def sjf_bco(self, theta: float) -> Plan | None:
-        kappas = (
-            [self.policy.kappa]
-            if self.policy.kappa is not None
-            else range(1, max(j.gpus for j in self.mix.jobs) + 1)
-        )
-        best = None
-        for kappa in kappas:
+    def pick_for(self, kappa: int) -> Callable[[RarJob, np.ndarray, np.ndarray], object]:
+        def pick(job: RarJob, U: np.ndarray, ok: np.ndarray) -> object:
+            return self.fa_ffp(job, U, ok) if job.gpus <= kappa else self.lbsgf(job, U, ok)
 
-            def pick(job: RarJob, U: np.ndarray, ok: np.ndarray, k: int = kappa) -> object:
-                return self.fa_ffp(job, U, ok) if job.gpus <= k else self.lbsgf(job, U, ok)
+        return pick
 
-            plan = self.once(theta, pick)
-            if plan is not None and (best is None or plan.est_makespan < best.est_makespan):
-                plan.kappa = kappa
-                best = plan
+    def bisect(self, pick: Callable[[RarJob, np.ndarray, np.ndarray], object]) -> Plan | None:
+        """The smallest theta in [1, T] that fits every job, by bisection (Algorithm 1,
+        lines 5-23), and its plan."""
+        best, left, right = None, 1, int(self.horizon)
+        while left <= right:
+            theta = (left + right) // 2
+            plan = self.once(float(theta), pick)
+            if plan is not None and (best is None or plan.est_makespan <= best.est_makespan):
+                best, right = plan, theta - 1
+            else:
+                left = theta + 1
         return best
 
     def plan(self) -> Plan:
@@ -189,19 +195,22 @@ class Planner:
             plan = self.once(self.horizon, self.random)
             assert plan is not None  # the horizon fits every job in a row
             return plan
-        attempt = {
-            "sjf-bco": self.sjf_bco,
-            "ff": lambda th: self.once(th, self.first_fit),
-            "ls": lambda th: self.once(th, self.least),
-        }[kind]
-        best, left, right = None, 1, int(self.horizon)
-        while left <= right:  # bisection on theta (Algorithm 1, lines 5-23)
-            theta = (left + right) // 2
-            plan = attempt(float(theta))
-            if plan is not None and (best is None or plan.est_makespan <= best.est_makespan):
-                best, right = plan, theta - 1
-            else:
-                left = theta + 1
+        if kind != "sjf-bco":
+            return self._found(self.bisect(self.first_fit if kind == "ff" else self.least))
+        # Algorithm 1 tries every kappa inside each bisection step. Feasibility is not
+        # monotone in theta (the bound also steers which GPUs are chosen), so a step
+        # that fits with no kappa can send the search past a bound that fits with one:
+        # each kappa gets its own bisection here, and the best plan is kept.
+        top = max(j.gpus for j in self.mix.jobs)
+        kappas = [self.policy.kappa] if self.policy.kappa is not None else range(1, top + 1)
+        best = None
+        for kappa in kappas:
+            plan = self.bisect(self.pick_for(kappa))
+            if plan is not None and (best is None or plan.est_makespan < best.est_makespan):
+                plan.kappa, best = kappa, plan
+        return self._found(best)
+
+    def _found(self, best: Plan | None) -> Plan:
         if best is None:  # cannot happen: theta = T fits every job in a row
             raise RuntimeError(f"{self.policy.name}: no feasible bound up to {self.horizon}")
         return best

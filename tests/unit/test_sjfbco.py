@@ -66,11 +66,9 @@ def test_bisection_bound_is_feasible_and_tight(policy):
     assert plan.est_makespan <= plan.theta  # feasible: no GPU busy past the bound
     assert no_overlap(plan, rho)
     assert all(len(g) == j.gpus for g, j in zip(plan.gpus, mix.jobs, strict=True))
-    # tight: one time unit less and no kappa fits (the bound is an integer)
-    smaller = p.sjf_bco(plan.theta - 1) if policy.startswith("sjf") else None
-    if policy in ("ff", "ls"):
-        pick = p.first_fit if policy == "ff" else p.least
-        smaller = p.once(plan.theta - 1, pick)
+    # tight: one time unit less does not fit (the bound is an integer)
+    pick = {"ff": p.first_fit, "ls": p.least}.get(policy) or p.pick_for(plan.kappa)
+    smaller = p.once(plan.theta - 1, pick)
     assert smaller is None or smaller.est_makespan > plan.est_makespan
 
 
@@ -99,6 +97,14 @@ def test_execution_keeps_each_gpus_planned_order():
     plan = Plan([np.array([0]), np.array([0, 1])], np.array([0.0, 10.0]), [0, 1], 20.0, None, 0)
     start, end = execute(mix, plan, np.array([0, 0]))
     assert start.tolist() == [0.0, 10.0] and end.tolist() == pytest.approx([10.0, 15.0])
+
+
+def test_searching_kappa_is_never_worse_than_any_fixed_kappa():
+    mix = yu_rar(seed=3, servers=6, jobs=30)
+    searched = Planner(mix, parse_rar_policy("sjf-bco")).plan().est_makespan
+    for k in (1, 2, 4, 8):
+        fixed = Planner(mix, parse_rar_policy(f"sjf-bco:k={k}")).plan().est_makespan
+        assert searched <= fixed
 
 
 def test_sjf_bco_beats_the_baselines_makespan_on_the_builtin():
