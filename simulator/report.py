@@ -49,15 +49,7 @@ def plot_cdf(runs: dict[str, PolicyRun], path: Path, title: str) -> Path:
         )
         if len(x):
             ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=policy)
-    ax.set_xlabel("stage slowdown (duration / duration alone)")
-    ax.set_ylabel("CDF")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return finish(fig, ax, path, "stage slowdown (duration / duration alone)", "CDF", title)
 
 
 def _ratio(value: float | None, base: float | None) -> float:
@@ -102,6 +94,12 @@ def plot_sweep(
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, ys in series.items():
         ax.plot(xs, ys, marker="o", label=name)
+    return finish(fig, ax, path, xlabel, ylabel, title)
+
+
+def finish(fig: plt.Figure, ax: plt.Axes, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
+    """Label, grid, legend and save one of our line plots; close the figure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

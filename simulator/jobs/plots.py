@@ -13,42 +13,32 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from simulator.jobs.engine import JobsResult  # noqa: E402
+from simulator.report import finish  # noqa: E402
 
 
 def _label(r: JobsResult) -> str:
     return f"{r.placement} / {r.scheduler}"
 
 
-def jct_cdf(runs: list[JobsResult], path: Path, title: str) -> Path:
+def _cdf(runs: list[JobsResult], values: list[np.ndarray]) -> tuple:
     fig, ax = plt.subplots(figsize=(6, 4))
-    for r in runs:
-        x = np.sort([j["jct"] for j in r.jobs])
+    for r, v in zip(runs, values, strict=True):
+        x = np.sort(v)
         ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=_label(r))
-    ax.set_xlabel("job completion time (s)")
-    ax.set_ylabel("CDF")
-    ax.set_title(f"{title}: JCT")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig, ax
+
+
+def jct_cdf(runs: list[JobsResult], path: Path, title: str) -> Path:
+    fig, ax = _cdf(runs, [np.array([j["jct"] for j in r.jobs]) for r in runs])
+    return finish(fig, ax, path, "job completion time (s)", "CDF", f"{title}: JCT")
 
 
 def utilization(runs: list[JobsResult], path: Path, title: str) -> Path:
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for r in runs:
-        x = np.sort(np.asarray(r.gpu_utilization) * 100)
-        ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=_label(r))
-    ax.set_xlabel("GPU utilisation over the makespan (%)")
-    ax.set_ylabel("CDF of GPUs")
-    ax.set_title(f"{title}: GPU utilisation")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    fig, ax = _cdf(runs, [np.asarray(r.gpu_utilization) * 100 for r in runs])
+    return finish(
+        fig, ax, path, "GPU utilisation over the makespan (%)", "CDF of GPUs",
+        f"{title}: GPU utilisation",
+    )  # fmt: skip
 
 
 def bars(runs: list[JobsResult], path: Path, title: str) -> Path:

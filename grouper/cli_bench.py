@@ -1,0 +1,149 @@
+"""``grouper bench ...``: the benchmarks (they print figures and assert nothing)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from grouper import argtypes as T
+
+
+def _cmd_bench_pda(args: argparse.Namespace) -> int:
+    from grouper.bench import bench_pda
+
+    return bench_pda(args.hosts, args.stages, args.seed, args.runs, args.json)
+
+
+def _cmd_bench_ratio(args: argparse.Namespace) -> int:
+    from grouper.bench import bench_ratio
+
+    return bench_ratio(args.instances, args.max_cojobs, args.max_stages, args.seed, args.json)
+
+
+def _cmd_bench_agent(args: argparse.Namespace) -> int:
+    from agent.bench import bench_agent
+
+    return bench_agent(args.flows, args.runs, args.json)
+
+
+def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
+    from coordinator.bench import bench_coordinator
+
+    return bench_coordinator(
+        args.agents, args.stages, args.seed, args.runs, args.changed, args.json
+    )
+
+
+def _cmd_bench_reaction(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from topologies.reaction import bench_reaction
+
+    with tempfile.TemporaryDirectory(prefix="grouper-reaction-") as tmp:  # removed after
+        return bench_reaction(
+            args.events, args.period, args.gap, args.seed, args.json, Path(tmp) / "run"
+        )
+
+
+def _cmd_bench_discovery(args: argparse.Namespace) -> int:
+    from agent.discovery.bench import bench_discovery
+
+    return bench_discovery(args.jobs, args.connections, args.samples, args.interval, args.json)
+
+
+def _cmd_bench_datapath(args: argparse.Namespace) -> int:
+    from agent.datapath_bench import bench_datapath
+
+    return bench_datapath(
+        args.entries, args.streams, args.seconds, args.runs, args.json, args.txqueues
+    )
+
+
+def add_bench(bench: argparse.ArgumentParser) -> None:
+    """Every ``bench`` subcommand, on the ``bench`` parser."""
+
+    def add(
+        name: str, fn: Callable[[argparse.Namespace], int], help_: str, parent: object
+    ) -> argparse.ArgumentParser:
+        sp = parent.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    bsub = bench.add_subparsers(dest="what", required=True)
+    bp = add("pda", _cmd_bench_pda, "time PDA on a random cluster-scale instance", bsub)
+    bp.add_argument("--hosts", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
+    bp.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
+    bp.add_argument("--seed", type=T.SEED, default=1)
+    bp.add_argument("--runs", type=int, default=5, help="timed runs (median reported, min 3)")
+    bp.add_argument("--json", metavar="PATH")
+    ba = add("agent", _cmd_bench_agent, "plan apply latency of the agent (root)", bsub)
+    ba.add_argument("--flows", type=int, default=1000)
+    ba.add_argument("--runs", type=int, default=5)
+    ba.add_argument("--json", metavar="PATH")
+    bc = add(
+        "coordinator",
+        _cmd_bench_coordinator,
+        "coordinator cycles against a fleet of virtual agents (another process, loopback gRPC)",
+        bsub,
+    )
+    bc.add_argument("--agents", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
+    bc.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
+    bc.add_argument("--seed", type=T.SEED, default=1)
+    bc.add_argument("--runs", type=int, default=3)
+    bc.add_argument(
+        "--changed", type=T.FRACTION, default=1.0, help="share of jobs progressing per period"
+    )
+    bc.add_argument("--json", metavar="PATH")
+    br = add(
+        "reaction",
+        _cmd_bench_reaction,
+        "stage event to new priorities in every kernel, on the emulated fabric (root)",
+        bsub,
+    )
+    br.add_argument("--events", type=T.count(1, 10000), default=80)
+    br.add_argument("--period", type=T.real(0.05, 3600), default=5.0, help="scheduling period")
+    br.add_argument("--gap", type=T.real(0.05, 60), default=0.5, help="seconds between events")
+    br.add_argument("--seed", type=T.SEED, default=1)
+    br.add_argument("--json", metavar="PATH")
+    bd = add(
+        "discovery",
+        _cmd_bench_discovery,
+        "connect() to planned band and DSCP, and agent CPU, with many jobs (root)",
+        bsub,
+    )
+    bd.add_argument("--jobs", type=T.count(1, 2000), default=200)
+    bd.add_argument("--connections", type=T.count(1, 64), default=4, help="per job")
+    bd.add_argument("--samples", type=T.count(10, 10000), default=60, help="timed new connections")
+    bd.add_argument(
+        "--interval", type=T.real(0.01, 10), default=0.1, help="agent discovery interval (s)"
+    )
+    bd.add_argument("--json", metavar="PATH")
+    bdp = add(
+        "datapath",
+        _cmd_bench_datapath,
+        "TCP throughput through a veth with no agent, an idle agent and 10,000 rules (root)",
+        bsub,
+    )
+    bdp.add_argument("--entries", type=T.count(1, 100_000), default=10000)
+    bdp.add_argument("--streams", type=T.count(1, 64), default=4)
+    bdp.add_argument("--seconds", type=T.real(1, 60), default=5.0)
+    bdp.add_argument("--runs", type=T.count(1, 20), default=3)
+    bdp.add_argument(
+        "--txqueues",
+        type=T.count(1, 64),
+        default=1,
+        help="TX queues of the veth (>1: also measures one root over all queues)",
+    )
+    bdp.add_argument("--json", metavar="PATH")
+    br = add(
+        "ratio",
+        _cmd_bench_ratio,
+        "distribution of PDA's sum of SCT over the LP bound on random one-port instances",
+        bsub,
+    )
+    br.add_argument("--instances", type=int, default=200)
+    br.add_argument("--max-cojobs", type=int, default=6)
+    br.add_argument("--max-stages", type=int, default=4)
+    br.add_argument("--seed", type=T.SEED, default=1)
+    br.add_argument("--json", metavar="PATH")
