@@ -27,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 	# PyTorch's CPU build (the tests/frameworks layer): pinned so pip takes the CPU wheel
 	# (this machine kind keeps it on disk) rather than the newest CUDA build, ~5 GB
 	$(BIN)/pip install -q 'torch==$(TORCH_VERSION)'
-	$(BIN)/pip install -q -e '.[test,torch,optuna]'
+	$(BIN)/pip install -q -e '.[test,torch,optuna,dask]'
 	touch $@
 
 lint: setup

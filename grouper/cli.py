@@ -50,6 +50,8 @@ def _cmd_coordinator(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.dask and args.action != "sweep":
+        raise ConfigError("--dask", "only with simulate sweep")
     if args.config:
         from grouper.cluster_config import load_cluster_config
 
@@ -180,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs",
         type=T.count(1, 256),
         help="sweep: points run in parallel (default: every local core)",
+    )
+    sim.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="sweep: run the points on the Dask cluster at ADDRESS (tcp://HOST:8786)",
     )
     sim.add_argument("--out", help="directory for CSV and PNG files")
     sim.add_argument("--json", metavar="PATH")

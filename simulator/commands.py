@@ -146,7 +146,9 @@ def sweep(args: object) -> int:
         tasks.append(
             (args.workload, params, policies, period, args.seed, not args.no_contention, queues)
         )
-    summaries = _run_points(tasks, args.jobs or os.cpu_count() or 1)
+    summaries, where = _run_points(
+        tasks, args.jobs or os.cpu_count() or 1, getattr(args, "dask", None)
+    )
     table_rows, series = [], {p: [] for p in policies}
     points = []
     for x, res in zip(values, summaries, strict=True):
@@ -172,6 +174,7 @@ def sweep(args: object) -> int:
         "workload": args.workload,
         "points": points,
         "normalized_avg_sct": series,
+        "ran_on": where,
         "files": [str(png)],
     }
     if args.what == "online":
@@ -205,24 +208,53 @@ def _point(task: tuple) -> dict[str, dict]:
     return {p: r.summary for p, r in runs.items()}
 
 
-def _run_points(tasks: list[tuple], jobs: int) -> list[dict[str, dict]]:
-    """Every point, on ``jobs`` local processes, with a progress bar (points, ETA) on a
-    terminal. Each point is seeded on its own, so results do not depend on ``jobs``."""
+def _run_points(
+    tasks: list[tuple], jobs: int, dask: str | None = None
+) -> tuple[list[dict[str, dict]], list[str]]:
+    """Every point, on ``jobs`` local processes or on the Dask cluster at ``dask``, with
+    a progress bar (points, ETA) on a terminal. Each point is seeded on its own, so the
+    results do not depend on where or how many at once run. Returns the summaries in
+    task order and where they ran."""
     from tqdm import tqdm
 
     bar = tqdm(total=len(tasks), unit="point", desc="sweep", disable=None)
     try:
+        if dask:
+            return _on_dask(tasks, dask, bar)
         if jobs <= 1 or len(tasks) <= 1:
             out = []
             for t in tasks:
                 out.append(_point(t))
                 bar.update()
-            return out
+            return out, ["local"]
         with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
             futures = [pool.submit(_point, t) for t in tasks]
             for f in as_completed(futures):
                 f.result()  # a failed point stops the sweep with its error
                 bar.update()
-            return [f.result() for f in futures]
+            return [f.result() for f in futures], [f"local x{min(jobs, len(tasks))}"]
     finally:
         bar.close()
+
+
+def _on_dask(tasks: list[tuple], address: str, bar: object) -> tuple[list[dict], list[str]]:
+    """The points on an existing Dask cluster (``pip install 'grouper[dask]'`` on the
+    client and on every worker, with the same grouper version)."""
+    try:
+        from distributed import Client
+        from distributed import as_completed as dask_completed
+    except ImportError:
+        raise ConfigError("--dask", "needs the dask extra: pip install 'grouper[dask]'") from None
+    try:
+        client = Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ConfigError("--dask", f"no Dask scheduler at {address!r}: {exc}") from None
+    try:
+        futures = client.map(_point, tasks, pure=False)
+        for f in dask_completed(futures):
+            f.result()  # a failed point stops the sweep with its error
+            bar.update()
+        where = sorted({w for ws in client.who_has(futures).values() for w in ws})
+        return client.gather(futures), where
+    finally:
+        client.close()

@@ -37,8 +37,9 @@ def dscp_map(em: Emulation, host: str) -> dict[tuple[str, int], int]:
 
 
 def capture_window(em: Emulation, pcap: str, seconds: float) -> tuple[dict, dict]:
-    """Plan read twice before, capture on the switch port, plan after: only entries
-    unchanged across all three readings count."""
+    """Plan read twice before the capture on the switch port, every 0.1 s during it and
+    once after: only entries unchanged across all readings count (a plan that changes
+    and changes back within the window is not a stable plan)."""
     first = dscp_map(em, SENDER)
     time.sleep(0.5)
     second = dscp_map(em, SENDER)
@@ -48,10 +49,15 @@ def capture_window(em: Emulation, pcap: str, seconds: float) -> tuple[dict, dict
         ["tcpdump", "--immediate-mode", "-Z", "root", "-i", PORT, "-U", "-w", pcap, "tcp"],
         stderr=subprocess.DEVNULL,
     )
-    time.sleep(seconds)
+    during = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        during.append(dscp_map(em, SENDER))
+        time.sleep(0.1)
     dump.send_signal(signal.SIGINT)
     dump.wait(timeout=10)
-    return before, dscp_map(em, SENDER)
+    after = dscp_map(em, SENDER)
+    return before, {k: v for k, v in after.items() if all(d.get(k) == v for d in during)}
 
 
 # grouper's average SCT over fair sharing's on builtin:small measured 0.70-0.75 on this
