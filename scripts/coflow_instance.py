@@ -1,10 +1,12 @@
 """Write an offline coflow instance as a workload YAML, in the shape of the public
 Facebook coflow benchmark (each coflow: some mappers send to some reducers, all at time
-0): ``python scripts/coflow_instance.py COFLOWS PORTS SEED > file.yaml``. Used to time
-loading and ordering at trace scale (docs/simulator.md)."""
+0): ``python scripts/coflow_instance.py COFLOWS PORTS SEED [--json] > FILE``. Used to
+time loading and ordering at trace scale (docs/simulator.md). ``--json`` writes JSON,
+which is YAML too and loads about eight times faster."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -35,4 +37,8 @@ def instance(coflows: int, ports: int, seed: int) -> dict:
 
 if __name__ == "__main__":
     n, ports, seed = (int(x) for x in sys.argv[1:4])
-    yaml.safe_dump(instance(n, ports, seed), sys.stdout, default_flow_style=None, sort_keys=False)
+    doc = instance(n, ports, seed)
+    if "--json" in sys.argv[4:]:
+        json.dump(doc, sys.stdout)
+    else:
+        yaml.safe_dump(doc, sys.stdout, default_flow_style=None, sort_keys=False)

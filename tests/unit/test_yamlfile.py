@@ -7,9 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from common import yamlfile
 from common.errors import ConfigError
+from common.yamlfile import parse_yaml
 
 SAMPLE = "cluster: a\nhosts:\n  - {name: h1, address: 10.0.0.1, nic: eth0}\n"
 
@@ -58,3 +61,40 @@ def test_the_cli_exits_2_with_one_line(tmp_path, what):
     )
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "duplicate key" in r.stderr, r.stderr
+
+
+JSONABLE = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False, width=32) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=30,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), JSONABLE, max_size=5))
+def test_json_and_yaml_texts_of_a_document_read_the_same(doc):
+    """JSON goes through the C JSON parser, YAML through PyYAML: same data either way."""
+    import json
+
+    import yaml
+
+    assert parse_yaml(json.dumps(doc), "config") == doc
+    assert parse_yaml(yaml.safe_dump(doc), "config") == doc
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"a": 1, "a": 2}', r"^config: duplicate key 'a'$"),
+        ('{"a": [' * 40 + "]}" * 40, r"^config: line 1: nested deeper than 64 levels$"),
+    ],
+)
+def test_json_documents_get_the_same_checks(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_yaml(text, "config")
+
+
+def test_json_nan_is_read_as_yaml_would():
+    assert parse_yaml('{"a": NaN}', "config") == {"a": "NaN"}
