@@ -6,8 +6,8 @@ LP-Primal: minimise sum_{g,k} S_{g,k} subject to
        f_p(set) = 1/2 (sum L_p^2 + (sum L_p)^2)   (Eq. 16).
 (15) has exponentially many rows; they are added lazily. For a fixed port the most
 violated set is a prefix of the stages sorted by their current S (Queyranne), so each
-round checks every port's prefixes and adds the most violated one per port, then
-re-solves with HiGHS until nothing is violated.
+round checks every port's prefixes and adds the ``per_port`` most violated ones per
+port, then re-solves with HiGHS, warm from the last basis, until nothing is violated.
 
 Times are in load units (bytes / port capacity with capacity 1).
 
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import linprog
 
 from pda.snapshot import Snapshot
 
@@ -45,6 +44,7 @@ def lp_lower_bound(
     max_rounds: int = 500,
     tol: float = 1e-7,
     released: dict[int, int] | None = None,
+    per_port: int = 1,
 ) -> LowerBound:
     loads = sparse.csr_matrix(snap.stage_loads) / capacity
     n = loads.shape[0]
@@ -63,63 +63,92 @@ def lp_lower_bound(
     if not np.isfinite(arrival).all():
         raise ValueError("a cojob without a finite arrival and without a trigger stage")
 
-    # (14) as -S_k + S_{k-1} <= -maxL_k ; first stages: S_k >= arrival + maxL_k via bounds
-    chained = np.flatnonzero(prev >= 0)
-    r = np.r_[np.arange(len(chained)), np.arange(len(chained))]
-    c = np.r_[chained, prev[chained]]
-    v = np.r_[-np.ones(len(chained)), np.ones(len(chained))]
-    a14 = sparse.csr_matrix((v, (r, c)), shape=(len(chained), n))
-    b14 = -max_load[chained]
-    lower = np.where(prev < 0, arrival + max_load, 0.0)
-    bounds = list(zip(lower, [None] * n, strict=True))
-
-    csc = loads.tocsc()
-    cut_rows: list[sparse.csr_matrix] = []
-    cut_rhs: list[float] = []
     # objective sum(S - arrival): a released cojob's stages are measured from S_trigger
     cost = np.ones(n)
     rel = np.flatnonzero(trigger[snap.stage_cojob] >= 0)
     np.subtract.at(cost, trigger[snap.stage_cojob[rel]], 1.0)
-    rounds = 0
+    lp = _Lp(cost, np.where(prev < 0, arrival + max_load, 0.0))
+    # (14): S_k - S_{k-1} >= maxL_k ; first stages: S_k >= arrival + maxL_k (bounds)
+    chained = np.flatnonzero(prev >= 0)
+    lp.add_rows(
+        [np.array([k, prev[k]]) for k in chained],
+        [np.array([1.0, -1.0])] * len(chained),
+        max_load[chained],
+    )
+    csc = loads.tocsc()
+    rounds = cuts = 0
     while True:
         rounds += 1
-        a_ub = sparse.vstack([a14, *cut_rows]).tocsr() if cut_rows else a14
-        b_ub = np.r_[b14, -np.asarray(cut_rhs)] if cut_rows else b14
-        res = linprog(
-            cost,
-            A_ub=a_ub if a_ub.shape[0] else None,
-            b_ub=b_ub if a_ub.shape[0] else None,
-            bounds=bounds,
-            method="highs",
-        )
-        if res.status != 0:
-            raise RuntimeError(f"LP lower bound: HiGHS failed: {res.message}")
-        s = res.x
-        added = 0
-        for p in range(csc.shape[1]):
-            rows = csc.indices[csc.indptr[p] : csc.indptr[p + 1]]
-            vals = csc.data[csc.indptr[p] : csc.indptr[p + 1]]
-            if len(rows) == 0:
-                continue
-            idx = np.argsort(s[rows], kind="stable")
-            rows, vals = rows[idx], vals[idx]
-            lhs = np.cumsum(vals * s[rows])
-            csum = np.cumsum(vals)
-            rhs = 0.5 * (np.cumsum(vals**2) + csum**2)
-            viol = (rhs - lhs) / np.maximum(rhs, 1e-300)
-            j = int(np.argmax(viol))
-            if viol[j] > tol:
-                m = j + 1
-                # sum L S >= f  ->  -sum L S <= -f
-                cut_rows.append(
-                    sparse.csr_matrix((-vals[:m], (np.zeros(m, np.int64), rows[:m])), shape=(1, n))
-                )
-                cut_rhs.append(float(rhs[j]))
-                added += 1
-        if added == 0 or rounds >= max_rounds:
+        s = lp.solve()
+        rows, vals, rhs = _violated(csc, s, tol, per_port)
+        lp.add_rows(rows, vals, rhs)
+        cuts += len(rows)
+        if not rows or rounds >= max_rounds:
             break
     value = float(cost @ s - np.sum(arrival))
-    return LowerBound(value, s, rounds, len(cut_rows))
+    return LowerBound(value, s, rounds, cuts)
+
+
+def _violated(
+    csc: sparse.csc_matrix, s: np.ndarray, tol: float, per_port: int
+) -> tuple[list[np.ndarray], list[np.ndarray], list[float]]:
+    """Cuts (15) that ``s`` violates: per port, the stages sorted by S; the prefixes
+    whose ``sum L S`` falls short of ``f`` by more than ``tol`` (relative), the
+    ``per_port`` most violated of them (Queyranne: the most violated set is a prefix)."""
+    out_rows, out_vals, out_rhs = [], [], []
+    for p in range(csc.shape[1]):
+        rows = csc.indices[csc.indptr[p] : csc.indptr[p + 1]]
+        vals = csc.data[csc.indptr[p] : csc.indptr[p + 1]]
+        if len(rows) == 0:
+            continue
+        idx = np.argsort(s[rows], kind="stable")
+        rows, vals = rows[idx], vals[idx]
+        lhs = np.cumsum(vals * s[rows])
+        csum = np.cumsum(vals)
+        rhs = 0.5 * (np.cumsum(vals**2) + csum**2)
+        viol = (rhs - lhs) / np.maximum(rhs, 1e-300)
+        worst = np.argsort(-viol, kind="stable")[:per_port]
+        for j in worst[viol[worst] > tol]:
+            out_rows.append(rows[: j + 1])
+            out_vals.append(vals[: j + 1])
+            out_rhs.append(float(rhs[j]))
+    return out_rows, out_vals, out_rhs
+
+
+class _Lp:
+    """min cost.S, S >= lower, rows sum v S >= rhs, grown one batch of rows at a time.
+    HiGHS keeps its basis between solves, so each round starts from the last optimum
+    (dual simplex) instead of from scratch."""
+
+    def __init__(self, cost: np.ndarray, lower: np.ndarray) -> None:
+        import highspy
+
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.inf = highspy.kHighsInf
+        n = len(cost)
+        self.h.addVars(n, lower, np.full(n, self.inf))
+        self.h.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
+        self.ok = highspy.HighsModelStatus.kOptimal
+
+    def add_rows(self, rows: list[np.ndarray], vals: list[np.ndarray], rhs: object) -> None:
+        if not len(rows):
+            return
+        starts = np.r_[0, np.cumsum([len(r) for r in rows])[:-1]].astype(np.int32)
+        idx = np.concatenate(rows).astype(np.int32)
+        val = np.concatenate(vals).astype(np.float64)
+        lower = np.asarray(rhs, dtype=np.float64)
+        upper = np.full(len(rows), self.inf)
+        self.h.addRows(len(rows), lower, upper, len(idx), starts, idx, val)
+
+    def solve(self) -> np.ndarray:
+        self.h.run()
+        status = self.h.getModelStatus()
+        if status != self.ok:
+            raise RuntimeError(
+                f"LP lower bound: HiGHS ended with {self.h.modelStatusToString(status)}"
+            )
+        return np.asarray(self.h.getSolution().col_value)
 
 
 def single_port_sct(loads: np.ndarray, order: np.ndarray) -> float:

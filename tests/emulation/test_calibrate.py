@@ -16,14 +16,16 @@ def test_calibrate_measures_the_links_rate_and_writes_the_config(tmp_path):
     cfg.write_text(SAMPLE.read_text())
     out = tmp_path / "cal.json"
     subprocess.run(
-        [*GROUPER, "calibrate", "--sizes", "0.25,0.5", "--max-k", "3", "--reps", "1",
+        [*GROUPER, "calibrate", "--sizes", "0.25,0.5", "--max-k", "3", "--reps", "2",
          "--out", str(tmp_path / "plot"), "--write", str(cfg), "--json", str(out)],
         cwd=ROOT, check=True, timeout=240,
     )  # fmt: skip
     res = json.loads(out.read_text())
-    # builtin:small's host links are 20 Mbit/s: a two-host ring moves M bytes each way
+    # builtin:small's host links are 20 Mbit/s: a two-host ring moves M bytes each way.
+    # Measured b: 1.13-1.22 x this in full runs; one short run gave 0.97 x (a 0.25 MB
+    # ring in 83 ms: the shaper's burst at the start of a transfer)
     ideal = 8 / (res["link_mbps"] * 1e6)
-    assert ideal <= res["b"] <= 1.5 * ideal, res["b"]
+    assert 0.8 * ideal <= res["b"] <= 1.5 * ideal, res["b"]
     assert res["a"] >= 0 and res["eta"] >= 0
     times = {(s["k"], s["bytes"]): s["measured"] for s in res["samples"]}
     assert len(times) == 6
