@@ -20,7 +20,7 @@ def _cmd_order(args: argparse.Namespace) -> int:
 def _cmd_lower_bound(args: argparse.Namespace) -> int:
     from grouper.commands import lower_bound
 
-    return lower_bound(args.workload, args.json)
+    return lower_bound(args.workload, args.json, args.seconds)
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
@@ -123,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
         "LP lower bound on the sum/average of stage completion times (offline)",
     )
     lb.add_argument("--workload", required=True)
+    lb.add_argument(
+        "--seconds",
+        type=T.real(0, 1e6, lo_open=True),
+        help="start no LP round after this long: a weaker bound, still valid, at once",
+    )
     lb.add_argument("--json", metavar="PATH")
 
     sim = add(

@@ -49,11 +49,13 @@ def order(workload: str, policy: str, online: bool, json_path: str | None) -> in
     return 0
 
 
-def lower_bound(workload: str, json_path: str | None) -> int:
+def lower_bound(workload: str, json_path: str | None, seconds: float | None = None) -> int:
     wl = load_workload(workload)
     snap = build_snapshot(wl.cojobs, wl.hosts, known_survivors=True)
     try:
-        lb = lp_lower_bound(snap, capacity=wl.capacity, released=_released(wl, snap))
+        lb = lp_lower_bound(
+            snap, capacity=wl.capacity, released=_released(wl, snap), seconds=seconds
+        )
     except (RuntimeError, ValueError) as exc:  # the solver gave up: say so in one line
         raise ConfigError("workload", f"no lower bound for {wl.name}: {exc}") from None
     n = len(snap.stage_ids)
@@ -65,12 +67,15 @@ def lower_bound(workload: str, json_path: str | None) -> int:
         "avg_sct_lower_bound": lb.value / n if n else 0.0,
         "lp_rounds": lb.rounds,
         "lp_cuts": lb.cuts,
+        "converged": lb.converged,
     }
     write_json(result, json_path)
     if json_path != "-":
         print(
             f"LP lower bound on average SCT: {result['avg_sct_lower_bound']:.4g} "
-            f"{wl.time_unit} ({n} stages, {lb.rounds} rounds, {lb.cuts} cuts)"
+            f"{wl.time_unit} ({n} stages, {lb.rounds} rounds, {lb.cuts} cuts"
+            + ("" if lb.converged else "; stopped early: a valid but weaker bound")
+            + ")"
         )
     return 0
 

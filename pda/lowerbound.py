@@ -21,6 +21,7 @@ lower bound, and the LP stays bounded (delaying the trigger delays the whole coj
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,9 @@ class LowerBound:
     completion: np.ndarray  # S per stage row
     rounds: int
     cuts: int
+    # no cut left: the LP's optimum. Else the rounds stopped early; every round's LP
+    # relaxes the full one, so its optimum is still a lower bound, a weaker one.
+    converged: bool = True
 
 
 def lp_lower_bound(
@@ -45,11 +49,15 @@ def lp_lower_bound(
     tol: float = 1e-7,
     released: dict[int, int] | None = None,
     per_port: int = 1,
+    seconds: float | None = None,
 ) -> LowerBound:
+    """The LP bound; with ``seconds``, no new round starts after that long (the bound
+    of the last round solved is returned, ``converged`` False if cuts were left)."""
+    started = time.monotonic()
     loads = sparse.csr_matrix(snap.stage_loads) / capacity
     n = loads.shape[0]
     if n == 0:
-        return LowerBound(0.0, np.zeros(0), 0, 0)
+        return LowerBound(0.0, np.zeros(0), 0, 0, True)
     max_load = loads.max(axis=1).toarray().ravel()
     # a released cojob's first stage is chained to its trigger stage, arrival 0
     prev = snap.stage_prev.copy()
@@ -81,12 +89,15 @@ def lp_lower_bound(
         rounds += 1
         s = lp.solve()
         rows, vals, rhs = _violated(csc, s, tol, per_port)
+        if not rows:
+            break
+        late = seconds is not None and time.monotonic() - started >= seconds
+        if rounds >= max_rounds or late:
+            break
         lp.add_rows(rows, vals, rhs)
         cuts += len(rows)
-        if not rows or rounds >= max_rounds:
-            break
     value = float(cost @ s - np.sum(arrival))
-    return LowerBound(value, s, rounds, cuts)
+    return LowerBound(value, s, rounds, cuts, not rows)
 
 
 def _violated(

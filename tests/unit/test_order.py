@@ -162,3 +162,21 @@ def test_exact_ties_follow_the_tie_key_even_when_weights_reach_zero():
         loads = sparse.csr_matrix(vals.reshape(-1, 1))
         order = primal_dual_order(loads, rng.choice([0.3, 1.1, 3.0, 7.0]) * vals, None, key)
         assert order.order.tolist() == np.argsort(key).tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    chains=st.lists(
+        st.lists(st.floats(0.1, 10.0), min_size=1, max_size=3), min_size=2, max_size=6
+    )
+)
+def test_a_bound_stopped_early_is_weaker_and_still_below_the_optimum(chains):
+    hosts, cojobs = one_port_cojobs(chains)
+    snap = build_snapshot(cojobs, hosts)
+    full = lp_lower_bound(snap)
+    early = lp_lower_bound(snap, seconds=1e-9)  # one round: no cut added
+    assert full.converged and early.rounds == 1
+    assert early.value <= full.value * (1 + 1e-9)
+    if sum(map(len, chains)) <= 7:
+        opt, _ = brute_force_single_port(snap.stage_loads.toarray()[:, 0], snap.stage_prev)
+        assert early.value <= opt * (1 + 1e-9)
