@@ -63,7 +63,7 @@ class Job:
         self.per_iteration = self.compute * self.n
         self._b = model_b
 
-    def place(self, gpus: list[int], per_server: int, model_a: float) -> None:
+    def place(self, gpus: list[int], per_server: int) -> None:
         self.gpus = gpus
         self.servers = sorted({g // per_server for g in gpus})
         self.multi = len(self.servers) > 1
@@ -239,7 +239,7 @@ class Simulation:
             if got is None:
                 continue
             gpus = got.tolist()
-            job.place(gpus, self.per_server, self.model.a)
+            job.place(gpus, self.per_server)
             job.placed, job.phase = self.now, COMPUTE
             job.waiting = set(gpus)
             self.mem_free[gpus] -= job.memory
