@@ -103,11 +103,12 @@ class Simulation:
         self.server_comm: list[set[Job]] = [set() for _ in range(c.servers)]
         self.queue: list[Job] = []
         # all-reduces waiting to start; a refused one can only be admitted after an
-        # all-reduce ends (remaining bytes only shrink, which never turns a refusal
-        # into an admission), so only new ones are checked until then
+        # all-reduce on one of its servers ends (remaining bytes only shrink, and more
+        # all-reduces only add load: neither turns a refusal into an admission), so
+        # only new ones and those on freed servers are checked
         self.comm_ready: list[Job] = []
         self.comm_new: list[Job] = []
-        self.comm_freed = False
+        self.freed: set[int] = set()
         self.comm_starts = self.comm_shared = 0
         self.active: list[Job] = []
         self.events: list[tuple[float, int, int, int, object]] = []
@@ -188,7 +189,7 @@ class Simulation:
         self.rerate(job.servers)
 
     def end_comm(self, job: Job) -> None:
-        self.comm_freed = True
+        self.freed.update(job.servers)
         for s in job.servers:
             self.server_comm[s].discard(job)
         job.phase = LATENCY
@@ -220,7 +221,7 @@ class Simulation:
     def dispatch(self) -> None:
         if self.to_place:
             self.place_queued()
-        if self.comm_new or (self.comm_freed and self.comm_ready):
+        if self.comm_new or (self.freed and self.comm_ready):
             self.admit_comm()
         if self.idle:
             self.run_gangs() if self.mix.hold_gpus else self.run_compute()
@@ -253,12 +254,10 @@ class Simulation:
             self.queue.remove(job)
 
     def admit_comm(self) -> None:
-        if self.comm_freed:
-            candidates = self.comm_ready = self.comm_ready + self.comm_new
-        else:
-            candidates = self.comm_new
-            self.comm_ready += self.comm_new
-        self.comm_new, self.comm_freed = [], False
+        freed = self.freed
+        candidates = self.comm_new + [j for j in self.comm_ready if not freed.isdisjoint(j.servers)]
+        self.comm_ready += self.comm_new
+        self.comm_new, self.freed = [], set()
         candidates.sort(key=lambda j: (j.remaining, j.id))
         started = []
         for job in list(candidates):
