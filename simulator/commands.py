@@ -55,6 +55,7 @@ def simulate(args: object) -> int:
         raise ConfigError("--policies", "name at least one policy")
     wl = load_workload(args.workload, **_params(args))
     queues = cluster_queues(args)
+    used = queues or wl.queues  # what the runs schedule with (defaults when None)
     runs = run_policies(
         wl,
         policies,
@@ -76,8 +77,8 @@ def simulate(args: object) -> int:
         "contention": "none" if args.no_contention else wl.contention,
         "ps_mode": wl.ps_mode,
         "local_traffic": wl.local_traffic,
-        "queues": (queues or wl.queues).queues if (queues or wl.queues) else None,
-        "admission": _admission(queues or wl.queues),
+        "queues": used.queues if used else None,
+        "admission": _admission(used),
         "results": results,
         "files": files,
     }

@@ -202,7 +202,7 @@ class Simulation:
         for s in servers:
             touched |= self.server_comm[s]
         for j in sorted(touched, key=lambda x: x.id):
-            j.comm_left = max(j.comm_left - (self.now - j.stamp) * j.rate, 0.0)
+            j.comm_left = self.bytes_left(j)
             j.stamp = self.now
             k = max(len(self.server_comm[s]) for s in j.servers)
             j.rate = 1.0 / self.model.shared_seconds_per_byte(k)
@@ -211,10 +211,11 @@ class Simulation:
 
     def remaining_bytes(self, job: Job) -> list[float]:
         others = {o for s in job.servers for o in self.server_comm[s]}
-        return [
-            max(o.comm_left - (self.now - o.stamp) * o.rate, 0.0)
-            for o in sorted(others, key=lambda x: x.id)
-        ]
+        return [self.bytes_left(o) for o in sorted(others, key=lambda x: x.id)]
+
+    def bytes_left(self, job: Job) -> float:
+        """A running all-reduce's bytes still to move now (its rate since ``stamp``)."""
+        return max(job.comm_left - (self.now - job.stamp) * job.rate, 0.0)
 
     # decisions ----------------------------------------------------------------------
 

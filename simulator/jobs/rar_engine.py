@@ -25,7 +25,8 @@ def execute(mix: RarMix, plan: Plan, server_of: np.ndarray) -> tuple[np.ndarray,
     n = len(mix.jobs)
     servers = [np.unique(server_of[g]) for g in plan.gpus]
     multi = np.array([len(s) > 1 for s in servers])
-    by_start = sorted(range(n), key=lambda i: (plan.start[i], plan.order.index(i)))
+    rank = {job: k for k, job in enumerate(plan.order)}
+    by_start = sorted(range(n), key=lambda i: (plan.start[i], rank[i]))
     waiting_on = np.zeros(n, dtype=np.int64)  # jobs planned before it on its GPUs
     after: list[list[int]] = [[] for _ in range(n)]
     last_on: dict[int, int] = {}
