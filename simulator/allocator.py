@@ -82,91 +82,33 @@ def allocate(
     if n == 0 or len(pf) == 0:
         return rates
     capacity = np.asarray(capacity, dtype=float)
-    span = int(pq.max()) + 1
-    vkeys, vidx = np.unique(pl * span + pq, return_inverse=True)  # sorted: link, then queue
-    vlink = vkeys // span
-    cost = np.ones(len(vkeys))  # capacity used per unit of rate, per virtual link
-    if penalty > 0 and task is not None:
-        tspan = int(np.max(task)) + 1
-        pairs = np.unique(vidx * tspan + np.asarray(task, dtype=np.int64)[pf])
-        cost = 1.0 / efficiency(np.bincount(pairs // tspan, minlength=len(vkeys)), penalty)
-    first = np.r_[0, np.flatnonzero(np.diff(vlink)) + 1]  # first virtual link of each link
-    head = np.repeat(first, np.diff(np.r_[first, len(vkeys)]))
-    tol = EPS * max(float(capacity.max(initial=0.0)), 1.0)
+    tflow = (
+        np.asarray(task, dtype=np.int64)[pf]
+        if penalty > 0 and task is not None
+        else np.zeros(len(pf), dtype=np.int64)
+    )
+    warm = start is not None
+    from simulator.allocator_kernel import allocate_kernel  # numba: compiled when first used
 
-    def virtual_capacity(r: np.ndarray) -> np.ndarray:
-        used = np.bincount(vidx, weights=r[pf], minlength=len(vkeys)) * cost
-        before = np.cumsum(used) - used  # usage of everything before, in link order
-        return np.maximum(capacity[vlink] - (before - before[head]), 0.0)
-
-    vcap = capacity[vlink] if start is None else virtual_capacity(np.asarray(start, float))
-    for _ in range(MAX_ROUNDS):
-        rates = _maxmin(pf, vidx, vcap, cost, n, tol)
-        again = virtual_capacity(rates)
-        if np.allclose(again, vcap, rtol=1e-9, atol=tol):  # the same fill again: settled
-            return rates
-        vcap = again
-    return _by_worst_queue(pf, pl, pq, capacity, task, penalty, n, tol)
-
-
-def _maxmin(
-    pf: np.ndarray, pv: np.ndarray, vcap: np.ndarray, cost: np.ndarray, n: int, tol: float
-) -> np.ndarray:
-    """Exact max-min fair rates by progressive filling over (virtual) links."""
-    rates = np.zeros(n)
-    nv = len(vcap)
-    residual = vcap.copy()
-    active = np.zeros(n, dtype=bool)
-    active[pf] = True
-    while active.any():
-        on = active[pf]
-        counts = np.bincount(pv[on], minlength=nv).astype(float)
-        used = counts > 0
-        if not used.any():
-            break
-        share = np.full(nv, np.inf)
-        share[used] = residual[used] / (counts[used] * cost[used])
-        delta = max(float(share.min()), 0.0)
-        rates[active] += delta
-        residual -= delta * counts * cost
-        saturated = used & (residual <= tol)
-        residual[saturated] = 0.0
-        if not saturated.any():
-            break
-        hit = np.zeros(n, dtype=bool)
-        hit[pf[saturated[pv]]] = True
-        active &= ~hit
+    rates, _settled = allocate_kernel(
+        pf,
+        pl,
+        pq,
+        tflow,
+        capacity,
+        float(penalty),
+        n,
+        np.asarray(start, dtype=float) if warm else np.zeros(n),
+        warm,
+        EPS * max(float(capacity.max(initial=0.0)), 1.0),
+        MAX_ROUNDS,
+    )
     return rates
 
 
-def _by_worst_queue(
-    pf: np.ndarray,
-    pl: np.ndarray,
-    pq: np.ndarray,
-    capacity: np.ndarray,
-    task: np.ndarray | None,
-    penalty: float,
-    n: int,
-    tol: float,
-) -> np.ndarray:
-    """Fallback where per-link priorities form a cycle and the fixed point does not
-    settle: every flow is filled at its worst queue on the path, level by level, each
-    level max-min fair in what the levels above left (feasible, work-conserving)."""
-    level = np.zeros(n, dtype=np.int64)
-    np.maximum.at(level, pf, pq)
-    residual = np.asarray(capacity, dtype=float).copy()
-    rates = np.zeros(n)
-    nl = len(residual)
-    for lv in np.unique(level[pf]):
-        sel = level[pf] == lv
-        cost = np.ones(nl)
-        if penalty > 0 and task is not None:
-            tspan = int(np.max(task)) + 1
-            keys = np.unique(pl[sel] * tspan + np.asarray(task, dtype=np.int64)[pf[sel]])
-            cost = 1.0 / efficiency(np.bincount(keys // tspan, minlength=nl), penalty)
-        got = _maxmin(pf[sel], pl[sel], residual, cost, n, tol)
-        rates += got
-        residual = np.maximum(
-            residual - np.bincount(pl[sel], weights=got[pf[sel]], minlength=nl) * cost, 0.0
-        )
-    return rates
+def warm_up() -> None:
+    """Compile the kernel now (a few seconds the first time, then loaded from numba's
+    disk cache) rather than in the first simulated event."""
+    pairs = (np.array([0, 0, 1]), np.array([0, 1, 1]))
+    allocate(pairs, np.ones(2), np.array([0, 1, 0]), np.array([0, 1]), 0.5, per_crossing=True)
+    allocate(pairs, np.ones(2), np.array([0, 1, 0]), per_crossing=True, start=np.ones(2))

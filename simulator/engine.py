@@ -44,36 +44,15 @@ class SimJob:
     runs: int  # stages the job runs before it is killed (hidden from online policies)
     done: int = 0
     phase: str = "idle"  # compute | comm | barrier | dead
-    until: float = math.inf
-    remaining: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    band: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    rband: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     end: float = math.nan
     step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per flow
     current_step: int = 0
     specs: tuple[FlowSpec, ...] | None = None  # the flows as the scheduling core sees them
-    rate: np.ndarray = field(default_factory=lambda: np.zeros(0))  # last rates (warm start)
-
-    def __post_init__(self) -> None:
-        # every hop of every flow: its link, its flow, and whether it is the first hop
-        # (the sender's NIC, served by the flow's band; later hops by its DSCP queue)
-        lengths = [len(p) for p in self.paths]
-        self.hop_link = np.concatenate(self.paths) if self.paths else np.zeros(0, np.int64)
-        self.hop_flow = np.repeat(np.arange(len(self.paths)), lengths)
-        self.hop_first = np.zeros(len(self.hop_link), dtype=bool)
-        self.hop_first[np.cumsum([0, *lengths[:-1]])[: len(lengths)]] = True
-        self.rate = np.zeros(len(self.paths))
-        self._queues: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    def hop_queues(self) -> np.ndarray:
-        """Queue of every hop under the bands in force (cached until a new plan gives
-        new band arrays; the cache holds them, so they are compared by identity)."""
-        c = self._queues
-        if c is None or c[0] is not self.band or c[1] is not self.rband:
-            hf = self.hop_flow
-            q = np.where(self.hop_first, self.band[hf], self.rband[hf])
-            self._queues = c = (self.band, self.rband, q)
-        return c[2]
+    index: int = -1  # in the engine's job list
+    # views of this job's flows in the engine's flat arrays (set by the engine)
+    remaining: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    band: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    rband: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass
@@ -155,6 +134,7 @@ class Engine:
                         job.compute_time,
                         job.stages or cj.num_stages,
                         step=step,
+                        index=len(self.jobs),
                     )
                 )
             self.cojobs.append(SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids))
@@ -172,21 +152,52 @@ class Engine:
         self.events = 0
         self.reschedules = 0
         self.delivered = 0.0
-        self.job_index = {id(j): i for i, j in enumerate(self.jobs)}  # task ids (contention)
+        self._flatten()
+
+    def _flatten(self) -> None:
+        """Every job's flows in flat arrays (jobs in order, a job's flows together) and
+        every hop of every flow: the per-event work is whole-array operations."""
+        sizes = [len(j.size) for j in self.jobs]
+        lo = np.cumsum([0, *sizes])
+        nflows = int(lo[-1])
+        self.f_job = np.repeat(np.arange(len(self.jobs), dtype=np.int64), sizes)
+        self.f_size = np.concatenate([j.size for j in self.jobs]) if self.jobs else np.zeros(0)
+        self.remaining = np.zeros(nflows)
+        self.rate = np.zeros(nflows)  # last rates (the allocator's warm start)
+        self.band = np.full(nflows, -1, dtype=np.int64)  # -1: not planned yet
+        self.rband = np.full(nflows, -1, dtype=np.int64)
+        paths = [p for j in self.jobs for p in j.paths]
+        lengths = [len(p) for p in paths]
+        # every hop: its link, its flow, and whether it is the first (the sender's NIC,
+        # served by the flow's band; later hops by its DSCP's queue)
+        self.h_link = np.concatenate(paths).astype(np.int64) if paths else np.zeros(0, np.int64)
+        self.h_flow = np.repeat(np.arange(nflows, dtype=np.int64), lengths)
+        self.h_first = np.zeros(len(self.h_link), dtype=bool)
+        self.h_first[np.cumsum([0, *lengths[:-1]])[: len(lengths)]] = True
+        for j, a, b in zip(self.jobs, lo[:-1], lo[1:], strict=True):
+            j.remaining, j.band, j.rband = self.remaining[a:b], self.band[a:b], self.rband[a:b]
+        self.until = np.full(len(self.jobs), math.inf)  # end of the compute gap, per job
+        self.in_comm = np.zeros(len(self.jobs), dtype=bool)
 
     # -- job life ------------------------------------------------------------------
+    def _set_phase(self, j: SimJob, phase: str, until: float = math.inf) -> None:
+        j.phase = phase
+        self.until[j.index] = until
+        self.in_comm[j.index] = phase == "comm"
+
     def _start_iteration(self, j: SimJob) -> None:
         if j.compute > 0:
-            j.phase, j.until = "compute", self.t + j.compute
+            self._set_phase(j, "compute", self.t + j.compute)
         else:
             self._start_comm(j)
 
     def _start_comm(self, j: SimJob, step: int = 0) -> None:
         """Start communication step ``step`` of an iteration: PS pushes are step 0 and
         pulls step 1 (a server answers once it has every push); other jobs have one."""
-        j.phase, j.until, j.current_step = "comm", math.inf, step
+        self._set_phase(j, "comm")
+        j.current_step = step
         local = np.zeros(len(j.src), dtype=bool) if self.local_on_ports else j.src == j.dst
-        j.remaining = np.where(local | (j.step != step), 0.0, j.size)
+        j.remaining[:] = np.where(local | (j.step != step), 0.0, j.size)
 
     def _comm_finished(self, j: SimJob) -> bool:
         """True when the iteration's last step is done; else moves to the next step."""
@@ -210,7 +221,7 @@ class Engine:
         if j.done < c.bounds[c.stage]:
             self._start_iteration(j)
             return False
-        j.phase = "barrier"
+        self._set_phase(j, "barrier")
         return self._check_barrier(j.cojob)
 
     def _check_barrier(self, g: int) -> bool:
@@ -226,7 +237,8 @@ class Engine:
         survivors = []
         for m in members:
             if m.runs <= c.stage + 1:
-                m.phase, m.end = "dead", self.t
+                self._set_phase(m, "dead")
+                m.end = self.t
             else:
                 survivors.append(m)
         if c.stage + 1 < len(c.iters) and survivors:
@@ -236,7 +248,8 @@ class Engine:
                 self._start_iteration(m)
         else:
             for m in survivors:
-                m.phase, m.end = "dead", self.t
+                self._set_phase(m, "dead")
+                m.end = self.t
             c.stage = len(c.iters)  # done
         return True
 
@@ -284,14 +297,15 @@ class Engine:
         snap = build_snapshot(model, hosts, known_survivors=self.knows, tables=self.tables)
         plan = self.planner.plan(snap, self.t)
         self.reschedules += plan.fresh
+        rows = sum(len(j.size) for j in live)
+        if rows != len(plan.band):
+            raise RuntimeError(f"plan has {len(plan.band)} flows, the simulation {rows}")
         row = 0
         for j in live:
             n = len(j.size)
-            j.band = plan.band[row : row + n]
-            j.rband = plan.recv_band[row : row + n]
+            j.band[:] = plan.band[row : row + n]
+            j.rband[:] = plan.recv_band[row : row + n]
             row += n
-        if row != len(plan.band):
-            raise RuntimeError(f"plan has {len(plan.band)} flows, the simulation {row}")
         if self.trace is not None:
             self.trace.append((self.t, model, plan))
 
@@ -309,10 +323,10 @@ class Engine:
                 while pending and self.cojobs[pending[0]].arrival <= self.t + EPS:
                     self._start_cojob(pending.pop(0))
                     changed = progressed = True
-                for j in self.jobs:
-                    if j.phase == "compute" and j.until <= self.t + EPS:
-                        self._start_comm(j)
-                        progressed = True
+                for i in np.flatnonzero(self.until <= self.t + EPS).tolist():
+                    self._start_comm(self.jobs[i])  # its compute gap is over
+                    progressed = True
+                for j in self._comm_done():
                     if j.phase == "comm" and not (j.remaining > EPS).any():
                         progressed = True
                         if self._comm_finished(j):
@@ -336,84 +350,74 @@ class Engine:
             self.t += dt
         return self._result()
 
+    def _comm_done(self) -> list[SimJob]:
+        """Jobs in communication with no bytes left in their current step, in order."""
+        busy = np.bincount(self.f_job[self.remaining > EPS], minlength=len(self.jobs))
+        return [self.jobs[i] for i in np.flatnonzero(self.in_comm & (busy == 0)).tolist()]
+
     def _advance_time(self, pending: list[int], next_period: float) -> float:
         active = self._active_flows()
         candidates = []
         if pending and math.isfinite(self.cojobs[pending[0]].arrival):
             candidates.append(self.cojobs[pending[0]].arrival - self.t)
-        candidates += [j.until - self.t for j in self.jobs if j.phase == "compute"]
+        gaps = self.until - self.t  # finite only for jobs in a compute gap
+        if (gaps > 0).any():
+            candidates.append(float(gaps[gaps > 0].min()))
         if self.period > 0:
             candidates.append(next_period - self.t)
-        rates = self._rates(active) if active else np.zeros(0)
-        if active:
-            rem = np.concatenate([j.remaining[idx] for j, idx in active])
+        if len(active):
+            rates = self._rates(active)  # warm-started from the last rates
             pos = rates > 0
             if pos.any():
-                candidates.append(float((rem[pos] / rates[pos]).min()))
+                candidates.append(float((self.remaining[active][pos] / rates[pos]).min()))
+        if len(active):  # a job's last rates stay its warm start until it moves again
+            moving = np.zeros(len(self.jobs), dtype=bool)
+            moving[self.f_job[active]] = True
+            self.rate[moving[self.f_job]] = 0.0
+            self.rate[active] = rates
         dt = min((c for c in candidates if c > 0), default=math.inf)
         if not math.isfinite(dt):
             raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
-        off = 0
-        for j, idx in active:
-            r = rates[off : off + len(idx)]
-            off += len(idx)
-            j.rate[:] = 0.0
-            j.rate[idx] = r
-            moved = np.minimum(j.remaining[idx], r * dt)
+        if len(active):
+            rem = self.remaining[active]
+            moved = np.minimum(rem, rates * dt)
             self.delivered += float(moved.sum())
-            left = j.remaining[idx] - moved
-            left[left <= EPS * np.maximum(1.0, j.size[idx])] = 0.0
-            j.remaining[idx] = left
+            left = rem - moved
+            left[left <= EPS * np.maximum(1.0, self.f_size[active])] = 0.0
+            self.remaining[active] = left
         return dt
 
-    def _active_flows(self) -> list[tuple[SimJob, np.ndarray]]:
-        """Jobs in communication with the flows that still have bytes to move."""
-        out = []
-        for j in self.jobs:
-            if j.phase != "comm":
-                continue
-            if len(j.band) != len(j.size) or len(j.rband) != len(j.size):
-                raise RuntimeError(
-                    f"job {j.job_id}: {len(j.size)} flows but {len(j.band)} bands and "
-                    f"{len(j.rband)} receiver bands (flows and plan out of step)"
-                )
-            idx = np.flatnonzero(j.remaining > EPS)
-            if len(idx):
-                out.append((j, idx))
-        return out
+    def _active_flows(self) -> np.ndarray:
+        """Indices of the flows that still have bytes to move (all of jobs in
+        communication), checked to carry a plan's bands."""
+        active = np.flatnonzero(self.remaining > EPS)
+        unplanned = active[(self.band[active] < 0) | (self.rband[active] < 0)]
+        if len(unplanned):
+            j = self.jobs[int(self.f_job[unplanned[0]])]
+            raise RuntimeError(
+                f"job {j.job_id}: a flow moves with no band from a plan (flows and plan "
+                "out of step)"
+            )
+        return active
 
-    def _rates(self, active: list[tuple[SimJob, np.ndarray]]) -> np.ndarray:
-        """Rates of the active flows, each hop served by its own queue (per-link strict
-        priority): the sender's NIC by the flow's band, every later hop by its DSCP's."""
-        links, hop_flow, queues, tasks = [], [], [], []
-        base = 0
-        for j, idx in active:
-            if len(idx) == len(j.size):  # every flow still moving: the whole hop table
-                links.append(j.hop_link)
-                hop_flow.append(j.hop_flow + base)
-                queues.append(j.hop_queues())
-                tasks.append(np.full(len(idx), self.job_index[id(j)], dtype=np.int64))
-                base += len(idx)
-                continue
-            live = np.zeros(len(j.size), dtype=bool)
-            live[idx] = True
-            renum = np.full(len(j.size), -1, dtype=np.int64)
-            renum[idx] = base + np.arange(len(idx))
-            sel = live[j.hop_flow]
-            hf = j.hop_flow[sel]
-            links.append(j.hop_link[sel])
-            hop_flow.append(renum[hf])
-            queues.append(np.where(j.hop_first[sel], j.band[hf], j.rband[hf]))
-            tasks.append(np.full(len(idx), self.job_index[id(j)], dtype=np.int64))
-            base += len(idx)
+    def _rates(self, active: np.ndarray) -> np.ndarray:
+        """Rates of the ``active`` flows, each hop served by its own queue (per-link
+        strict priority): the sender's NIC by the flow's band, every later hop by its
+        DSCP's."""
+        live = np.zeros(len(self.remaining), dtype=bool)
+        live[active] = True
+        sel = live[self.h_flow]
+        hf = self.h_flow[sel]
+        renum = np.cumsum(live) - 1
+        queues = np.where(self.h_first[sel], self.band[hf], self.rband[hf])
         return allocate(
-            (np.concatenate(hop_flow), np.concatenate(links)),
+            (renum[hf], self.h_link[sel]),
             self.topo.capacity,
-            np.concatenate(queues),
-            np.concatenate(tasks),
+            queues,
+            self.f_job[active],
             self.contention,
             per_crossing=True,
-            start=np.concatenate([j.rate[idx] for j, idx in active]),
+            start=self.rate[active],
         )
 
     def _result(self) -> SimResult:
