@@ -33,6 +33,12 @@ def knows_survivors(policy: str) -> bool:
     return policy in ("grouper-offline", "sptf")
 
 
+def orders_flows(policy: str) -> bool:
+    """Whether the policy's plan depends on progress at all: ``fs`` leaves every flow
+    in the default band whatever the state, so its plan changes only with the flows."""
+    return policy != "fs"
+
+
 @dataclass
 class Schedule:
     """The units a policy orders (stages or jobs), their loads and their order."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from pda.model import Cojob, FlowSpec, Job
 from pda.planning import Planner
-from pda.policies import knows_survivors
+from pda.policies import knows_survivors, orders_flows
 from pda.priorities import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
@@ -102,6 +102,7 @@ class Engine:
         self.period = period
         self.unlimited = unlimited
         self.knows = knows_survivors(policy)
+        self.orders = orders_flows(policy)  # fs: a plan only when the flows change
         self.tables = FlowTables()
         host = {h: i for i, h in enumerate(topo.hosts)}
         self.jobs: list[SimJob] = []
@@ -342,7 +343,7 @@ class Engine:
             # as the coordinator: progress is seen at period boundaries, stage changes
             # and arrivals at once (events); the planner decides fresh order or re-map
             if self.period == 0:
-                if fresh_needed or changed:
+                if changed or (fresh_needed and self.orders):
                     self._replan()
             elif changed or self.t >= self.planner.next_fresh - EPS:
                 self._replan()
