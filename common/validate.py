@@ -134,6 +134,12 @@ def integer(value: Any, path: str, *, minimum: int | None = None) -> int:
     return int(value)
 
 
+def boolean(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(path, f"expected true or false, got {short(value)}")
+    return value
+
+
 def choice(value: Any, path: str, options: Iterable[str]) -> str:
     options = list(options)
     text = string(value, path)

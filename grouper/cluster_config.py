@@ -242,9 +242,7 @@ def _scheduling(raw: Any) -> SchedulingConfig:
     m = v.mapping(raw, "scheduling", ("policy", "period", "event_driven", "min_gap"))
     policy = v.choice(m.get("policy", "grouper"), "scheduling.policy", POLICIES)
     period = v.number(m.get("period", 1.0), "scheduling.period", positive=True)
-    event = m.get("event_driven", True)
-    if not isinstance(event, bool):
-        raise ConfigError("scheduling.event_driven", f"expected true or false, got {event!r}")
+    event = v.boolean(m.get("event_driven", True), "scheduling.event_driven")
     gap = v.number(m.get("min_gap", 0.1), "scheduling.min_gap", minimum=0)
     return SchedulingConfig(policy, period, event, gap)
 

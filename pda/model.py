@@ -8,9 +8,12 @@ their own flows). Hosts are names; the snapshot maps them to ports.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from common.errors import ConfigError
+
+MAX_WEIGHT = 1e6  # a job's weight; past it, float sums of weighted loads lose the light ones
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class Job:
     compute_time: float = 0.0
     stages: int | None = None
     done: int = 0
+    weight: float = 1.0  # importance: a stage weighs as its heaviest job (PDA, Sincronia)
 
     @staticmethod
     def ps(
@@ -109,6 +113,9 @@ class Cojob:
     jobs: tuple[Job, ...]
     arrival: float = 0.0
     stage_started: tuple[float, ...] = field(default=())
+    # jobs wait for each other at the end of every stage (successive halving); False:
+    # every job moves on to its next stage by itself
+    barrier: bool = True
 
     def __post_init__(self) -> None:
         if not self.stage_iterations:
@@ -123,6 +130,10 @@ class Cojob:
             if job.job_id in seen:
                 raise ConfigError(f"jobs[{i}].id", f"duplicate job id {job.job_id!r}")
             seen.add(job.job_id)
+            if not (0 < job.weight <= MAX_WEIGHT and math.isfinite(job.weight)):
+                raise ConfigError(
+                    f"jobs[{i}].weight", f"must be in (0, {MAX_WEIGHT:g}], got {job.weight!r}"
+                )
             if job.stages is not None and not 1 <= job.stages <= len(self.stage_iterations):
                 raise ConfigError(
                     f"jobs[{i}].stages",

@@ -133,7 +133,7 @@ def pda_order(snapshot: Snapshot, *, trace: bool = False) -> OrderResult:
     """PDA over the unfinished stages of a snapshot."""
     return primal_dual_order(
         snapshot.stage_loads,
-        stage_weights(snapshot.stage_number),
+        stage_weights(snapshot.stage_number) * snapshot.stage_weight,
         snapshot.stage_prev,
         snapshot.stage_cojob.astype(float),
         trace=trace,

@@ -1,14 +1,17 @@
 """Every policy's order, computed from the same snapshot.
 
 * ``fs``: no order; every flow stays in the default band (per-flow fair share).
-* ``baraat``: FIFO by stage arrival (stage start time, then cojob, then stage number).
+* ``baraat``: FIFO by stage arrival (stage start time, then cojob, then stage number);
+  weights play no part.
 * ``sincronia``: primal-dual (same core as PDA) over each job's current-iteration
-  coflow, unit weights, no stage chains: stage-agnostic.
-* ``sptf``: shortest remaining job data first (jobs by bytes left to send), knowing
-  each job's true size (clairvoyant, as SRPT-style baselines are).
-* ``grouper`` / ``grouper-offline``: PDA over stages. They differ only in the
-  snapshot: online assumes every job runs all remaining stages, offline knows which
-  jobs die (build it with ``known_survivors=True``).
+  coflow, weighted by the jobs' weights (1 unless given), no stage chains:
+  stage-agnostic.
+* ``sptf``: shortest remaining job data first (jobs by bytes left to send over their
+  weight), knowing each job's true size (clairvoyant, as SRPT-style baselines are).
+* ``grouper`` / ``grouper-offline``: PDA over stages, a stage's weight Algorithm 1's
+  times the largest weight of its jobs. They differ only in the snapshot: online
+  assumes every job runs all remaining stages, offline knows which jobs die (build it
+  with ``known_survivors=True``).
 """
 
 from __future__ import annotations
@@ -108,9 +111,11 @@ def _order(snap: Snapshot, sched: Schedule) -> np.ndarray:
         return np.lexsort((snap.stage_number, snap.stage_cojob, snap.stage_started))
     rows = np.flatnonzero(snap.job_stage >= 0)
     if policy == "sincronia":
-        sub = primal_dual_order(sched.loads[rows], np.ones(len(rows)), tie_key=rows.astype(float))
+        weights = snap.job_weight[rows]
+        sub = primal_dual_order(sched.loads[rows], weights, tie_key=rows.astype(float))
         return rows[sub.order]
-    return rows[np.argsort(snap.job_remaining[rows], kind="stable")]  # sptf
+    # sptf: weighted shortest remaining first (Smith's rule)
+    return rows[np.argsort(snap.job_remaining[rows] / snap.job_weight[rows], kind="stable")]
 
 
 def flow_priorities(

@@ -33,12 +33,14 @@ class Snapshot:
     stage_prev: np.ndarray  # (S,) row of the previous unfinished stage of the cojob, or -1
     stage_started: np.ndarray  # (S,) start time, inf when not started yet
     stage_loads: sparse.csr_matrix  # (S, 2H) remaining bytes per port
+    stage_weight: np.ndarray  # (S,) the largest weight of the stage's jobs (1 by default)
     # jobs
     job_ids: list[str]  # "<cojob>/<job>" is not unique-safe; use (cojob, job) pairs
     job_cojob: np.ndarray  # (J,)
     job_stage: np.ndarray  # (J,) row of the stage the job is in now, or -1 if it is done
     job_iter_loads: sparse.csr_matrix  # (J, 2H) bytes per port of one iteration
     job_remaining: np.ndarray  # (J,) bytes the job still sends (all its remaining stages)
+    job_weight: np.ndarray  # (J,)
     # flows of every job (one row per per-iteration flow)
     flow_job: np.ndarray
     flow_src: np.ndarray  # host index
@@ -97,6 +99,7 @@ class _Block:
     stage_number: list[int]
     stage_prev: list[int]  # local, or -1
     stage_started: list[float]
+    stage_weight: list[float]
     a_rows: list[int]  # local stage row
     a_cols: list[int]  # local job
     a_vals: list[float]
@@ -154,7 +157,7 @@ def _block(
         job_ids.append(f"{cj.cojob_id}:{job.job_id}")
         rem_iters.append(float(sum(rem)))
     # unfinished stages of this cojob become rows
-    stage_ids, number, prev_of, started_at = [], [], [], []
+    stage_ids, number, prev_of, started_at, weight = [], [], [], [], []
     a_rows, a_cols, a_vals = [], [], []
     prev = -1
     for k in range(len(iters)):
@@ -168,26 +171,36 @@ def _block(
         if prev == -1 and math.isinf(started):
             started = cj.arrival  # the cojob's first unfinished stage is under way
         started_at.append(started)
+        weight.append(max(cj.jobs[j].weight for j, rem in enumerate(remaining) if rem[k]))
         prev = r
         for j, rem in enumerate(remaining):
             if rem[k]:
                 a_rows.append(r)
                 a_cols.append(j)
                 a_vals.append(rem[k])
-    # every job with work left is in the cojob's current stage: one that finished its
-    # iterations of it waits at the stage barrier and sends nothing, so the next stage
-    # must not take a band before the barrier lifts
-    current = 0 if stage_ids else -1
+    # with the barrier, every job with work left is in the cojob's current stage: one
+    # that finished its iterations of it waits there and sends nothing, so the next
+    # stage must not take a band before the barrier lifts; without it, a job is in the
+    # first stage it has iterations left in
+    row_of = {n - 1: r for r, n in enumerate(number)}
+    if cj.barrier:
+        job_stage = [0 if stage_ids and any(rem) else -1 for rem in remaining]
+    else:
+        job_stage = [
+            row_of[next(k for k, it in enumerate(rem) if it)] if any(rem) else -1
+            for rem in remaining
+        ]
     return _Block(
         cj,
         job_tables,
         job_ids,
         rem_iters,
-        [current if any(rem) else -1 for rem in remaining],
+        job_stage,
         stage_ids,
         number,
         prev_of,
         started_at,
+        weight,
         a_rows,
         a_cols,
         a_vals,
@@ -288,11 +301,13 @@ def _assemble(
         stage_prev=stage_prev,
         stage_started=_flat([b.stage_started for b in parts], float),
         stage_loads=stage_loads,
+        stage_weight=_flat([b.stage_weight for b in parts], float),
         job_ids=[j for b in parts for j in b.job_ids],
         job_cojob=np.repeat(g_idx, nj_of),
         job_stage=job_stage,
         job_iter_loads=job_iter,
         job_remaining=per_iter_sent * _flat([b.job_rem_iters for b in parts], float),
+        job_weight=np.fromiter((j.weight for c in cojobs for j in c.jobs), float, nj),
         flow_job=fj,
         flow_src=fs,
         flow_dst=fd,

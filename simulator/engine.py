@@ -17,7 +17,6 @@ order (``period = 0``: afresh at every event and iteration).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,58 +26,10 @@ from pda.policies import knows_survivors, orders_flows
 from pda.priorities import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
+from simulator.state import SimCojob, SimJob, SimResult, collect_result
 from workloads.topology import Topology
 
 EPS = 1e-9
-
-
-@dataclass
-class SimJob:
-    cojob: int
-    job_id: str
-    src: np.ndarray  # host index per flow
-    dst: np.ndarray
-    size: np.ndarray  # bytes per iteration per flow
-    paths: list[np.ndarray]
-    compute: float
-    runs: int  # stages the job runs before it is killed (hidden from online policies)
-    done: int = 0
-    phase: str = "idle"  # compute | comm | barrier | dead
-    end: float = math.nan
-    step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per flow
-    current_step: int = 0
-    specs: tuple[FlowSpec, ...] | None = None  # the flows as the scheduling core sees them
-    index: int = -1  # in the engine's job list
-    # views of this job's flows in the engine's flat arrays (set by the engine)
-    remaining: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    band: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    rband: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-
-
-@dataclass
-class SimCojob:
-    cojob_id: str
-    arrival: float
-    iters: tuple[int, ...]
-    jobs: list[int]
-    stage: int = -1
-    started: list[float] = field(default_factory=list)
-    finished: list[float] = field(default_factory=list)
-
-    @property
-    def bounds(self) -> list[int]:
-        return list(np.cumsum(self.iters))
-
-
-@dataclass
-class SimResult:
-    policy: str
-    stages: list[dict]  # cojob, stage, start, end, sct, duration
-    jobs: list[dict]  # cojob, job, arrival, end, jct, stages
-    events: int
-    reschedules: int
-    bytes_delivered: float = 0.0  # integral of rates over time
-    bytes_expected: float = 0.0  # iterations run x bytes per iteration crossing the network
 
 
 class Engine:
@@ -136,9 +87,12 @@ class Engine:
                         job.stages or cj.num_stages,
                         step=step,
                         index=len(self.jobs),
+                        weight=job.weight,
                     )
                 )
-            self.cojobs.append(SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids))
+            self.cojobs.append(
+                SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids, barrier=cj.barrier)
+            )
         self.release_after = release_after or {}
         self.contention = contention  # eta / b of Eq. 5; 0 = ideal fluid sharing
         # host-local flows (same source and destination host) are dropped, or cross the
@@ -219,22 +173,50 @@ class Engine:
         """Returns True when a stage boundary changed the set of active stages."""
         j.done += 1
         c = self.cojobs[j.cojob]
-        if j.done < c.bounds[c.stage]:
+        if j.done < c.bounds[j.stage]:
             self._start_iteration(j)
             return False
+        if not c.barrier:
+            return self._move_on(j)
         self._set_phase(j, "barrier")
         return self._check_barrier(j.cojob)
+
+    def _move_on(self, j: SimJob) -> bool:
+        """No barrier: a job that ended its stage dies or starts its next stage alone;
+        a stage ends when no job is left in it."""
+        c = self.cojobs[j.cojob]
+        if j.runs <= j.stage + 1 or j.stage + 1 == len(c.iters):
+            self._set_phase(j, "dead")
+            j.end = self.t
+        else:
+            j.stage += 1
+            if len(c.started) == j.stage:
+                c.started.append(self.t)
+            self._start_iteration(j)
+        members = [self.jobs[i] for i in c.jobs]
+        while len(c.finished) < len(c.started) and all(
+            m.phase == "dead" or m.stage > len(c.finished) for m in members
+        ):
+            self._stage_finished(c)
+        if all(m.phase == "dead" for m in members):
+            c.stage = len(c.iters)  # done
+        else:
+            c.stage = len(c.finished)
+        return True
+
+    def _stage_finished(self, c: SimCojob) -> None:
+        c.finished.append(self.t)
+        for h, other in enumerate(self.cojobs):
+            if self.release_after.get(other.cojob_id) == (c.cojob_id, len(c.finished)):
+                other.arrival = self.t
+                self.released.append(h)
 
     def _check_barrier(self, g: int) -> bool:
         c = self.cojobs[g]
         members = [self.jobs[i] for i in c.jobs if self.jobs[i].phase != "dead"]
         if any(m.phase != "barrier" for m in members):
             return False
-        c.finished.append(self.t)
-        for h, other in enumerate(self.cojobs):
-            if self.release_after.get(other.cojob_id) == (c.cojob_id, len(c.finished)):
-                other.arrival = self.t
-                self.released.append(h)
+        self._stage_finished(c)
         survivors = []
         for m in members:
             if m.runs <= c.stage + 1:
@@ -246,6 +228,7 @@ class Engine:
             c.stage += 1
             c.started.append(self.t)
             for m in survivors:
+                m.stage = c.stage
                 self._start_iteration(m)
         else:
             for m in survivors:
@@ -293,7 +276,7 @@ class Engine:
                 if j.phase != "dead"
             )
             started = tuple(c.started) + (math.inf,) * (len(c.iters) - len(c.started))
-            model.append(Cojob(c.cojob_id, c.iters, jobs, c.arrival, started))
+            model.append(Cojob(c.cojob_id, c.iters, jobs, c.arrival, started, c.barrier))
         hosts = self.topo.hosts
         snap = build_snapshot(model, hosts, known_survivors=self.knows, tables=self.tables)
         plan = self.planner.plan(snap, self.t)
@@ -422,34 +405,4 @@ class Engine:
         )
 
     def _result(self) -> SimResult:
-        stages, jobs = [], []
-        for c in self.cojobs:
-            for k, end in enumerate(c.finished):
-                start = c.started[k]
-                stages.append(
-                    {
-                        "cojob": c.cojob_id,
-                        "stage": k + 1,
-                        "start": start,
-                        "end": end,
-                        "sct": end - c.arrival,
-                        "duration": end - start,
-                    }
-                )
-            for i in c.jobs:
-                j = self.jobs[i]
-                jobs.append(
-                    {
-                        "cojob": c.cojob_id,
-                        "job": j.job_id,
-                        "arrival": c.arrival,
-                        "end": j.end,
-                        "jct": j.end - c.arrival,
-                        "stages": j.runs,
-                    }
-                )
-        moved = (lambda j: j.size) if self.local_on_ports else (lambda j: j.size[j.src != j.dst])
-        expected = sum(j.done * float(moved(j).sum()) for j in self.jobs)
-        return SimResult(
-            self.policy, stages, jobs, self.events, self.reschedules, self.delivered, expected
-        )
+        return collect_result(self)

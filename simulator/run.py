@@ -18,7 +18,8 @@ from common.errors import ConfigError
 from pda.admission import ContentionModel
 from pda.policies import POLICIES
 from pda.priorities import QueueConfig
-from simulator.engine import Engine, SimResult
+from simulator.engine import Engine
+from simulator.state import SimResult
 from workloads.schema import Workload
 from workloads.topology import Topology, bigswitch, parse_topology
 
@@ -80,6 +81,7 @@ def alone_durations(
 
 def summarize(r: SimResult, alone: dict[tuple[str, int], float]) -> dict:
     sct = np.asarray([s["sct"] for s in r.stages])
+    weight = np.asarray([s["weight"] for s in r.stages])
     jct = np.asarray([j["jct"] for j in r.jobs if math.isfinite(j["jct"])])
     for s in r.stages:
         base = alone.get((s["cojob"], s["stage"]))
@@ -88,6 +90,7 @@ def summarize(r: SimResult, alone: dict[tuple[str, int], float]) -> dict:
     slow = np.asarray([s["slowdown"] for s in r.stages if math.isfinite(s["slowdown"])])
     return {
         "avg_sct": float(sct.mean()) if len(sct) else math.nan,
+        "avg_weighted_sct": float(np.average(sct, weights=weight)) if len(sct) else math.nan,
         "avg_jct": float(jct.mean()) if len(jct) else math.nan,
         "avg_slowdown": float(slow.mean()) if len(slow) else math.nan,
         "p95_slowdown": float(np.percentile(slow, 95)) if len(slow) else math.nan,

@@ -6,7 +6,7 @@ Every error is a :class:`ConfigError` whose path names the field, e.g.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
@@ -23,7 +23,7 @@ TOP_KEYS = (
     "model", "cojobs",
 )  # fmt: skip
 SCHEDULING_KEYS = ("period", "queues", "admission")
-MODEL_KEYS = ("ps_mode", "contention", "local_traffic")
+MODEL_KEYS = ("ps_mode", "contention", "local_traffic", "barrier")
 LOCAL_TRAFFIC = ("drop", "ports")
 PS_MODES = ("sequential", "overlap")
 CONTENTION_MODELS = ("wang", "none")
@@ -40,6 +40,7 @@ JOB_KEYS = (
     "compute_time",
     "stages",
     "done",
+    "weight",
 )
 FLOW_KEYS = ("src", "dst", "bytes")
 
@@ -120,17 +121,18 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
     capacity = v.number(v.get(top, "capacity", "", 1.0), "capacity", positive=True)
     time_unit = v.string(v.get(top, "time_unit", "", "s"), "time_unit")
     cojobs_raw = v.sequence(v.get(top, "cojobs", ""), "cojobs", min_len=1)
+    model = v.mapping(top.get("model", {}), "model", MODEL_KEYS)
+    barrier = v.boolean(model.get("barrier", True), "model.barrier")
     cojobs = []
     seen: set[str] = set()
     for g, raw in enumerate(cojobs_raw):
-        cj = _parse_cojob(raw, f"cojobs[{g}]", known)
+        cj = replace(_parse_cojob(raw, f"cojobs[{g}]", known), barrier=barrier)
         if cj.cojob_id in seen:
             raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cj.cojob_id!r}")
         seen.add(cj.cojob_id)
         cojobs.append(cj)
     topology = top.get("topology")
     period, queues = _scheduling(top.get("scheduling", {}))
-    model = v.mapping(top.get("model", {}), "model", MODEL_KEYS)
     default_contention = "wang" if time_unit == "s" else "none"
     return Workload(
         name,
@@ -207,6 +209,7 @@ def _parse_job(raw: Any, path: str, known: set[str]) -> Job:
             v.get(m, "compute_time", path, 0.0), v.join(path, "compute_time"), minimum=0
         ),
         "done": v.integer(v.get(m, "done", path, 0), v.join(path, "done"), minimum=0),
+        "weight": v.number(v.get(m, "weight", path, 1.0), v.join(path, "weight"), positive=True),
     }
     if "stages" in m:
         kw["stages"] = v.integer(m["stages"], v.join(path, "stages"), minimum=1)

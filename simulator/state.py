@@ -1,0 +1,103 @@
+"""What the simulation engine tracks: jobs, cojobs, and the result it reports."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pda.model import FlowSpec
+
+if TYPE_CHECKING:
+    from simulator.engine import Engine
+
+
+@dataclass
+class SimJob:
+    cojob: int
+    job_id: str
+    src: np.ndarray  # host index per flow
+    dst: np.ndarray
+    size: np.ndarray  # bytes per iteration per flow
+    paths: list[np.ndarray]
+    compute: float
+    runs: int  # stages the job runs before it is killed (hidden from online policies)
+    done: int = 0
+    phase: str = "idle"  # compute | comm | barrier | dead
+    end: float = math.nan
+    step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per flow
+    current_step: int = 0
+    stage: int = 0  # the stage the job is in (its cojob's, under the barrier)
+    weight: float = 1.0
+    specs: tuple[FlowSpec, ...] | None = None  # the flows as the scheduling core sees them
+    index: int = -1  # in the engine's job list
+    # views of this job's flows in the engine's flat arrays (set by the engine)
+    remaining: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    band: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    rband: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+@dataclass
+class SimCojob:
+    cojob_id: str
+    arrival: float
+    iters: tuple[int, ...]
+    jobs: list[int]
+    stage: int = -1
+    started: list[float] = field(default_factory=list)
+    finished: list[float] = field(default_factory=list)
+    barrier: bool = True  # jobs wait for each other at every stage's end
+
+    @property
+    def bounds(self) -> list[int]:
+        return list(np.cumsum(self.iters))
+
+
+@dataclass
+class SimResult:
+    policy: str
+    stages: list[dict]  # cojob, stage, start, end, sct, duration
+    jobs: list[dict]  # cojob, job, arrival, end, jct, stages
+    events: int
+    reschedules: int
+    bytes_delivered: float = 0.0  # integral of rates over time
+    bytes_expected: float = 0.0  # iterations run x bytes per iteration crossing the network
+
+
+def collect_result(engine: Engine) -> SimResult:
+    """Every finished stage and every job of a finished run."""
+    stages, jobs = [], []
+    for c in engine.cojobs:
+        for k, end in enumerate(c.finished):
+            start = c.started[k]
+            stages.append(
+                {
+                    "cojob": c.cojob_id,
+                    "stage": k + 1,
+                    "start": start,
+                    "end": end,
+                    "sct": end - c.arrival,
+                    "duration": end - start,
+                    # its heaviest job that ran it (the planner's weight, offline view)
+                    "weight": max(engine.jobs[i].weight for i in c.jobs if engine.jobs[i].runs > k),
+                }
+            )
+        for i in c.jobs:
+            j = engine.jobs[i]
+            jobs.append(
+                {
+                    "cojob": c.cojob_id,
+                    "job": j.job_id,
+                    "arrival": c.arrival,
+                    "end": j.end,
+                    "jct": j.end - c.arrival,
+                    "stages": j.runs,
+                }
+            )
+    moved = (lambda j: j.size) if engine.local_on_ports else (lambda j: j.size[j.src != j.dst])
+    expected = sum(j.done * float(moved(j).sum()) for j in engine.jobs)
+    return SimResult(
+        engine.policy, stages, jobs, engine.events, engine.reschedules, engine.delivered, expected
+    )
