@@ -180,3 +180,21 @@ def test_a_bound_stopped_early_is_weaker_and_still_below_the_optimum(chains):
     if sum(map(len, chains)) <= 7:
         opt, _ = brute_force_single_port(snap.stage_loads.toarray()[:, 0], snap.stage_prev)
         assert early.value <= opt * (1 + 1e-9)
+
+
+def test_knowing_the_losers_can_make_pda_worse_because_it_compares_chain_tails():
+    """The instance of docs/simulator.md (offline vs online): on one link, c0's stages
+    load 16 then 6 (its losers leave after stage 1), c1's one stage 8. PDA's backward
+    step weighs only the last stage of each chain: 1.125 / 6 > 1.25 / 8, so c1/1 goes
+    last (average SCT 22.67). Online, c0/2 is assumed to load 8 (1.125 / 8 < 1.25 / 8),
+    c0/2 goes last and the order happens to be the optimum (20.67)."""
+    from pda.model import Cojob, FlowSpec, Job
+
+    def job(name: str, nbytes: float, **kw: object) -> Job:
+        return Job.explicit(name, [FlowSpec("h1", "h2", nbytes)], **kw)
+
+    c0 = Cojob("c0", (2, 1), (job("j0", 3), job("j1", 3, stages=2), job("j2", 2, stages=1)))
+    c1 = Cojob("c1", (1,), (job("j0", 1), job("j1", 3, stages=1), job("j2", 4, stages=1)))
+    for known, want in ((True, ["c0/1", "c0/2", "c1/1"]), (False, ["c1/1", "c0/1", "c0/2"])):
+        snap = build_snapshot([c0, c1], ["h1", "h2"], known_survivors=known)
+        assert [snap.stage_ids[i] for i in pda_order(snap).order] == want, known
