@@ -38,6 +38,7 @@ def registration_msg(job: JobEntry, flows: list[Flow]) -> pb.JobRegistration:
         ],
         compute_time=job.compute_time,
         arrival=job.arrival,
+        weight=job.weight,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# a job's weight: past it, float sums of weighted loads would lose the light ones
+MAX_WEIGHT = 1e6
 ARCHS = ("ps", "ring", "flows")  # job architectures a registration or workload may name
 
 

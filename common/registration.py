@@ -14,7 +14,7 @@ from typing import Any
 
 from common import validate as v
 from common.errors import ConfigError
-from common.flows import ARCHS, flow_id
+from common.flows import ARCHS, MAX_WEIGHT, flow_id
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class JobEntry:
     flows: list[Flow]
     compute_time: float = 0.0
     arrival: float = 0.0
+    weight: float = 1.0
     iterations_done: int = 0
     stages_finished: int = 0
     finished: bool = False
@@ -61,6 +62,7 @@ class JobEntry:
             self.model_bytes,
             tuple(self.flows),
             self.compute_time,
+            self.weight,
         )
 
 
@@ -83,6 +85,7 @@ def parse_registration(
         "compute_time",
         "arrival",
         "pids",
+        "weight",
     )
     m = v.mapping(data, "", keys)
     cojob = v.string(v.get(m, "cojob_id", ""), "cojob_id")
@@ -123,8 +126,17 @@ def parse_registration(
         flows,
         compute_time=v.number(m.get("compute_time", 0.0), "compute_time", minimum=0),
         arrival=v.number(m.get("arrival", 0.0), "arrival", minimum=0) or time.time(),
+        weight=_weight(m.get("weight", 0.0)),
         pids=[(p, 0) for p in pids],
     )
+
+
+def _weight(value: Any) -> float:
+    """0 (a message's default) means 1; otherwise in (0, MAX_WEIGHT]."""
+    w = v.number(value, "weight", minimum=0) or 1.0
+    if w > MAX_WEIGHT:
+        raise ConfigError("weight", f"must be in (0, {MAX_WEIGHT:g}], got {w:g}")
+    return w
 
 
 def _parse_flow(
@@ -202,4 +214,5 @@ def registration_dict(m: Any) -> dict[str, Any]:
         "compute_time": m.compute_time,
         "arrival": m.arrival,
         "pids": list(m.pids),
+        "weight": m.weight,
     }

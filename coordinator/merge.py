@@ -148,7 +148,8 @@ class Merger:
             b = m.built
             if b.job is None or b.job.done != done:  # immutable: rebuilt on progress
                 b.job = Job(m.template.job_id, "flows", b.flows,
-                            compute_time=m.template.compute_time, done=done)  # fmt: skip
+                            compute_time=m.template.compute_time, done=done,
+                            weight=m.template.weight)  # fmt: skip
             built_jobs.append(b.job)
         started = tuple(started_at.get((cid, k + 1), math.inf) for k in range(len(stages)))
         arrival = min(m.built.arrival for m in members)

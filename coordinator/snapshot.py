@@ -31,6 +31,7 @@ class ReportedJob:
     compute_time: float
     arrival: float
     flows: dict[str, ReportedFlow] = field(default_factory=dict)
+    weight: float = 1.0
 
     @cached_property
     def key(self) -> tuple[str, str]:

@@ -131,4 +131,5 @@ def _validate_job(job: pb.JobRegistration, host: str, known_hosts: set[str]) -> 
         entry.compute_time,
         entry.arrival,
         flows,
+        entry.weight,
     )

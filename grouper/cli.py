@@ -258,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="bytes per iteration this host sends to HOST (repeatable; else measured)",
     )
     ru.add_argument(
+        "--weight",
+        type=float,
+        default=1.0,
+        help="the job's importance: a stage weighs as its heaviest job (default 1)",
+    )
+    ru.add_argument(
         "--socket", help="agent socket (default $GROUPER_AGENT_SOCKET or /run/grouper/agent.sock)"
     )
     ru.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")

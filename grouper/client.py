@@ -54,15 +54,19 @@ class Job:
         socket: str | None = None,
         report_every: float = 0.2,
         managed: bool = False,
+        weight: float = 1.0,
     ) -> None:
         """``flows``: (destination host or address, bytes per iteration) this process
         sends, when known in advance; otherwise the agent measures them. ``managed``: a
-        launcher registered the job (and reports its end)."""
+        launcher registered the job (and reports its end). ``weight``: the job's
+        importance when the coordinator orders stages (a stage weighs as its heaviest
+        job; default 1)."""
         self.cojob, self.job = str(cojob), str(job)
         self.stages = [int(s) for s in stages]
         if not self.stages or min(self.stages) < 1:
             raise ValueError(f"stages: need positive iteration counts, got {list(stages)!r}")
         self.arch, self.model_bytes, self.flows = arch, float(model_bytes), list(flows)
+        self.weight = float(weight)
         self.socket = socket or os.environ.get(ENV_SOCKET) or DEFAULT_SOCKET
         self.report_every = report_every
         self.managed = managed
@@ -202,6 +206,7 @@ class Job:
             model_bytes=self.model_bytes,
             flows=[pb.FlowSpec(dst_host=h, bytes_per_iteration=b) for h, b in self.flows],
             pids=[os.getpid()],
+            weight=self.weight,
         )
 
     def _call(self, method: str, msg: Any) -> bool:

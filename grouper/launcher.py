@@ -23,6 +23,7 @@ import warnings
 from typing import Any
 
 from common.errors import ConfigError
+from common.flows import MAX_WEIGHT
 from grouper import client
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -61,6 +62,8 @@ def run(args: Any) -> int:
     stages = parse_stages(args.stages)
     if args.model_bytes is not None and not 0 <= args.model_bytes < float("inf"):
         raise ConfigError("--model-bytes", f"must be a finite number >= 0, got {args.model_bytes}")
+    if not 0 < args.weight <= MAX_WEIGHT:
+        raise ConfigError("--weight", f"must be in (0, {MAX_WEIGHT:g}], got {args.weight}")
     for name in ("cojob", "job"):
         value = getattr(args, name)
         if not value or "/" in value or ":" in value:
@@ -73,6 +76,7 @@ def run(args: Any) -> int:
         model_bytes=args.model_bytes or 0.0,
         flows=[parse_flow(t, i) for i, t in enumerate(args.to or [])],
         socket=args.socket,
+        weight=args.weight,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("always")

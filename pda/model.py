@@ -12,8 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from common.errors import ConfigError
-
-MAX_WEIGHT = 1e6  # a job's weight; past it, float sums of weighted loads lose the light ones
+from common.flows import MAX_WEIGHT
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,13 @@ def test_a_job_registers_reports_progress_and_finishes(agent):
     assert servicer.calls[0] == "register" and servicer.calls[-1] == "job_finished"
 
 
+def test_the_weight_a_job_gives_reaches_the_agents_registry(agent):
+    path, reg, _ = agent
+    with Job("c", "j", [5], socket=str(path), weight=3.5):
+        pass
+    assert reg.jobs["c", "j"].weight == 3.5
+
+
 def test_an_exception_in_training_still_finishes_the_job(agent):
     path, reg, _ = agent
     with pytest.raises(ZeroDivisionError):
@@ -188,6 +195,8 @@ def test_grouper_run_without_an_agent_runs_the_command_and_passes_its_status(tmp
         (["--stages", "0"], "--stages[0]: must be at least 1"),
         (["--stages", "5", "--to", "b"], "--to[0]: expected HOST=BYTES_PER_ITERATION"),
         (["--stages", "5", "--model-bytes", "nan"], "--model-bytes: must be a finite number"),
+        (["--stages", "5", "--weight", "0"], "--weight: must be in (0, 1e+06], got 0.0"),
+        (["--stages", "5", "--weight", "nan"], "--weight: must be in (0, 1e+06], got nan"),
     ],
 )
 def test_grouper_run_bad_input_exits_2_naming_the_field(args, message, tmp_path):

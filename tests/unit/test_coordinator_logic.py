@@ -255,3 +255,26 @@ def test_host_flows_of_jobs_known_by_their_processes_are_planned_by_id():
     planned = plan_hosts(model, fresh("grouper"), 0.0)
     assert planned.plans["h1"] == {"A/j/h2:*": (1, 48), "B/j/h2:*": (2, 40)}
     assert planned.plans["h2"] == {}, "host flows need no inbound entry: the receiver finds them"
+
+
+def test_a_registered_weight_reaches_the_coordinators_order():
+    """Two equal searches on one link: A goes first on the tie rule; with weight 4 in
+    its registration (``grouper run --weight 4``), B does. 0 (unset) means 1."""
+    for weight_b, first in ((0.0, "A/1"), (4.0, "B/1")):
+        jobs, errors = full([js("A", port=5001), js("B", port=5002, weight=weight_b)])
+        assert errors == []
+        planned = plan_hosts(merge_reports({"h1": jobs}, ("h1", "h2", "h3")), fresh("grouper"), 0)
+        assert planned.order[0] == first, weight_b
+
+
+@pytest.mark.parametrize(
+    ("weight", "error"),
+    [
+        (-1.0, "weight: must be at least 0, got -1.0"),
+        (2e6, "weight: must be in (0, 1e+06], got 2e+06"),
+        (float("nan"), "weight: must be finite, got nan"),
+    ],
+)
+def test_a_bad_weight_is_refused_with_the_field_named(weight, error):
+    _, errors = full([js(weight=weight)])
+    assert errors == [f"update.jobs[0].{error}"]
