@@ -216,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.001,
         help="share of each link guaranteed to every band (anti-starvation)",
     )
+    em.add_argument(
+        "--config",
+        metavar="CLUSTER.yaml",
+        help="contention constants measured on this fabric (grouper calibrate --write): the "
+        "coordinator's admission and the prediction use them",
+    )
     em.add_argument("--out", help="directory for logs and plots")
     em.add_argument("--json", metavar="PATH")
     ca = add(

@@ -19,9 +19,7 @@ def parse_admission(raw: Any, prefix: str = "") -> ContentionModel | None:
     """``{enabled, a, b, eta}`` -> the contention model, or None when disabled."""
     path = f"{prefix}admission"
     m = v.mapping(raw, path, ("enabled", "a", "b", "eta"))
-    enabled = m.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ConfigError(f"{path}.enabled", f"expected true or false, got {enabled!r}")
+    enabled = v.boolean(m.get("enabled", True), f"{path}.enabled")
     d = ContentionModel()
     a = v.number(m.get("a", d.a), f"{path}.a", minimum=0)
     b = v.number(m.get("b", d.b), f"{path}.b", positive=True)

@@ -39,6 +39,19 @@ def topology_of(wl: Workload, seed: int = 0) -> Topology:
     return parse_topology(wl.topology, capacity=wl.capacity, seed=seed, hosts=wl.hosts)
 
 
+def goodput_of(model: ContentionModel, topo: Topology) -> float:
+    """The share of a host link's rate that payload moves at, as measured: one transfer
+    of M bytes between two hosts takes a + b M (Wang et al., Eq. 2), so 1 / b over the
+    host link's rate (at most 1). Wang et al.'s 10 GbE constants give 0.94."""
+    host = float(np.median(topo.capacity[: 2 * len(topo.hosts)]))
+    return min(1.0, 1.0 / (model.b * host))
+
+
+def link_goodput(wl: Workload, model: ContentionModel, topo: Topology, calibrated: bool) -> float:
+    """What the runs move payload at: the calibrated goodput, else the workload's."""
+    return goodput_of(model, topo) if calibrated else wl.goodput
+
+
 def engine_for(
     wl: Workload,
     policy: str,
@@ -110,11 +123,14 @@ def run_policies(
     seed: int = 0,
     contention: bool = True,
     progress: bool = True,
+    calibrated: bool = False,
 ) -> dict[str, PolicyRun]:
     """Run every policy on ``wl``. Links follow the workload's contention model
     (``model.contention``: Eq. 5 with the admission parameters b and eta, or ideal
     sharing); ``contention=False`` forces ideal sharing. Queues come from ``queues``,
-    else the workload's ``scheduling`` section, else the defaults."""
+    else the workload's ``scheduling`` section, else the defaults. Links move payload
+    at ``model.goodput`` of their rate or, ``calibrated`` (the admission constants were
+    measured on this network), at the goodput those constants imply."""
     for p in policies:
         if p not in SIM_POLICIES:
             raise ConfigError(
@@ -124,6 +140,7 @@ def run_policies(
     topo = topology_of(wl, seed)
     period = wl.period if period is None else period
     model = queues.admission or ContentionModel()
+    topo.capacity = topo.capacity * link_goodput(wl, model, topo, calibrated)
     penalty = model.eta / model.b if contention and wl.contention == "wang" else 0.0
     alone = alone_durations(wl, topo, penalty)
     out = {}

@@ -129,6 +129,9 @@ def calibrate(args: object) -> int:
         "a": m.a,
         "b": m.b,
         "eta": m.eta,
+        # 1 / b over the host link's rate: what the simulator's links move payload at
+        # when it is given these constants (simulate / emulate --config)
+        "goodput": min(1.0, 8 / (m.b * spec.mbps * 1e6)),
         "raw": dict(zip(("a", "b", "eta"), fit.raw, strict=True)),
         "share_threshold": m.share_threshold,
         "rms_relative_residual": fit.rms_relative,
@@ -140,6 +143,7 @@ def calibrate(args: object) -> int:
     write_json(result, args.json)
     if args.json != "-":
         _print(fit, pair, files, args.write)
+        print(f"goodput {result['goodput']:.3f} of the {spec.mbps:g} Mbit/s host links")
     return 0
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from common.errors import ConfigError
 from common.output import table, write_json
+from pda.admission import ContentionModel
 from pda.priorities import QueueConfig
 from simulator import report
-from simulator.run import run_policies
+from simulator.run import link_goodput, run_policies, topology_of
 from topologies.experiment import Emulation
 from topologies.leafspine import LeafSpine
 from workloads import load_workload
@@ -37,6 +39,17 @@ def spec_of(wl: Workload, queues: QueueConfig) -> LeafSpine:
     return LeafSpine(a.leaves, a.spines, a.per_leaf, a.gbps * 1000, queues, uplink)
 
 
+def emulation_queues(args: object) -> QueueConfig:
+    """The emulated cluster's queues: ``--min-share``, and with ``--config`` the
+    contention constants measured on this fabric (``grouper calibrate --write``)."""
+    queues = QueueConfig(min_share=args.min_share)
+    if getattr(args, "config", None):
+        from grouper.cluster_config import load_cluster_config
+
+        queues = replace(queues, admission=load_cluster_config(args.config).queues.admission)
+    return queues
+
+
 def load_experiment(name: str) -> Workload:
     if name.startswith("builtin:"):
         key = name.split(":", 1)[1]
@@ -58,7 +71,7 @@ def emulate(args: object) -> int:
         return emulate_torch(args)
     policies = [p for p in args.policies.split(",") if p]
     wl = load_experiment(args.experiment)
-    queues = QueueConfig(min_share=args.min_share)
+    queues = emulation_queues(args)
     spec = spec_of(wl, queues)
     out = Path(args.out or f"results/emulate/{wl.name}")
     period = args.period
@@ -84,7 +97,12 @@ def emulate(args: object) -> int:
             "bytes_missing": 0,
         }
         bands[policy] = run.band_bytes
-    sim = run_policies(wl, policies, period=period, queues=queues, progress=False)
+    calibrated = bool(args.config)
+    sim = run_policies(
+        wl, policies, period=period, queues=queues, progress=False, calibrated=calibrated
+    )
+    model = queues.admission or ContentionModel()
+    goodput = link_goodput(wl, model, topology_of(wl, 0), calibrated)
     results = {}
     for p in policies:
         pred = sim[p].summary["avg_sct"]
@@ -115,6 +133,10 @@ def emulate(args: object) -> int:
         "link_mbps": spec.mbps,
         "uplink_mbps": spec.fabric_mbps,
         "topology": spec.simulator_topology(),
+        # what the prediction assumed: constants (as calibrated with --config) and the
+        # share of link rates payload moves at
+        "admission": {"a": model.a, "b": model.b, "eta": model.eta},
+        "goodput": goodput,
         "workload_meta": wl.meta,  # generated builtins: seed and scale factors
         "results": results,
         "files": [str(png)],

@@ -22,6 +22,7 @@ import yaml
 
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
+from pda.admission import ContentionModel
 from topologies.leafspine import Fabric, LeafSpine
 from trafficgen.netns import NetnsThread
 from trafficgen.replay import Hosts, ReplayResult, replay
@@ -59,6 +60,7 @@ def cluster_config(
             "dscp": list(spec.queues.dscp_table),
             "min_share": spec.queues.min_share,
         },
+        "admission": _admission(spec.queues.admission),
         "scheduling": {
             "policy": "grouper" if policy == "fs" else policy,
             "period": period,
@@ -72,6 +74,12 @@ def cluster_config(
     path = work / "cluster.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+def _admission(model: ContentionModel | None) -> dict:
+    if model is None:
+        return {"enabled": False}
+    return {"enabled": True, "a": model.a, "b": model.b, "eta": model.eta}
 
 
 class Emulation:

@@ -10,7 +10,7 @@ from common.errors import ConfigError
 from common.output import table, write_json
 from pda.priorities import QueueConfig
 from simulator.run import run_policies
-from topologies.commands import spec_of
+from topologies.commands import emulation_queues, spec_of
 from topologies.torch_experiment import (
     check_known,
     load_torch_experiment,
@@ -31,7 +31,7 @@ def emulate_torch(args: Any) -> int:
                 "--policies", f"unknown policy {p[:20]!r} (known: {', '.join(POLICIES)})"
             )
     exp = load_torch_experiment(args.experiment)
-    queues = QueueConfig(min_share=args.min_share)
+    queues = emulation_queues(args)
     wl_topology = load_workload("builtin:small")  # the same fabric spec
     spec = spec_of(wl_topology, queues)
     out = Path(args.out or f"results/emulate/{exp.name}")
@@ -39,7 +39,8 @@ def emulate_torch(args: Any) -> int:
     for i in range(args.runs):
         for p in policies:
             runs[p].append(run_policy(exp, spec, p, args.period, out / f"{p}-{i + 1}"))
-    results = {p: _summary(exp, runs[p], p, args.period, queues) for p in policies}
+    calibrated = bool(args.config)
+    results = {p: _summary(exp, runs[p], p, args.period, queues, calibrated) for p in policies}
     write_json({"experiment": exp.name, "period": args.period, "runs": args.runs,
                 "results": results}, args.json)  # fmt: skip
     if args.json != "-":
@@ -63,13 +64,15 @@ def emulate_torch(args: Any) -> int:
     return 0
 
 
-def _summary(exp: Any, runs: list[dict], policy: str, period: float, queues: QueueConfig) -> dict:
+def _summary(
+    exp: Any, runs: list[dict], policy: str, period: float, queues: QueueConfig, calibrated: bool
+) -> dict:
     scts = [statistics.mean(s["sct"] for s in r["stages"]) for r in runs]
     jcts = [statistics.mean(j["jct"] for j in r["jobs"]) for r in runs]
     path = simulator_workload(exp, runs[0])
     try:
         sim = run_policies(load_workload(str(path)), [policy], period=period, queues=queues,
-                           progress=False)  # fmt: skip
+                           progress=False, calibrated=calibrated)  # fmt: skip
     finally:
         path.unlink()
     pred = sim[policy].summary["avg_sct"]

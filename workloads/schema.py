@@ -23,7 +23,7 @@ TOP_KEYS = (
     "model", "cojobs",
 )  # fmt: skip
 SCHEDULING_KEYS = ("period", "queues", "admission")
-MODEL_KEYS = ("ps_mode", "contention", "local_traffic", "barrier")
+MODEL_KEYS = ("ps_mode", "contention", "local_traffic", "barrier", "goodput")
 LOCAL_TRAFFIC = ("drop", "ports")
 PS_MODES = ("sequential", "overlap")
 CONTENTION_MODELS = ("wang", "none")
@@ -66,6 +66,9 @@ class Workload:
     # traffic between a host and itself: not on the network ("drop"), or through the
     # host's own uplink and downlink ("ports", e.g. containers in separate namespaces)
     local_traffic: str = "drop"
+    # share of every link's rate that payload moves at (headers, TCP's losses): 1 is the
+    # nominal rate; `grouper calibrate` measures it as 1 / (b x host link rate)
+    goodput: float = 1.0
 
 
 def load_workload(spec: str, **params: float) -> Workload:
@@ -150,7 +153,15 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
         local_traffic=v.choice(
             model.get("local_traffic", "drop"), "model.local_traffic", LOCAL_TRAFFIC
         ),
+        goodput=_goodput(model.get("goodput", 1.0)),
     )
+
+
+def _goodput(raw: Any) -> float:
+    g = v.number(raw, "model.goodput", positive=True)
+    if g > 1:
+        raise ConfigError("model.goodput", f"must be in (0, 1], got {g:g}")
+    return g
 
 
 def _scheduling(raw: Any) -> tuple[float, QueueConfig | None]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from common.errors import ConfigError
@@ -112,3 +114,24 @@ def test_without_the_barrier_a_loser_ends_with_its_own_last_stage(policy):
         1: (0.0, 2.0),
         2: (2.0, 4.0),
     }
+
+
+def test_goodput_scales_every_transfer_and_bad_values_name_the_field():
+    """Payload at half the link rate: b's 2 bytes take 4 time units, not 2."""
+    stages, _ = _run(goodput=0.5)
+    assert stages == {1: (0.0, 4.0), 2: (4.0, 8.0)}
+    for bad, problem in ((0, "must be positive"), (1.5, "must be in (0, 1]")):
+        with pytest.raises(ConfigError, match=rf"^model.goodput: {re.escape(problem)}"):
+            parse_workload(_workload(model={"goodput": bad}))
+
+
+def test_calibrated_goodput_is_one_over_b_at_the_host_link_rate():
+    """Wang et al.'s 10 GbE constants (b = 8.53e-10 s/B) move 1.17 GB/s: 0.94 of
+    1.25 GB/s; a b slower than the link's rate never gives more than the link."""
+    from pda.admission import ContentionModel
+    from simulator.run import goodput_of
+    from workloads.topology import bigswitch
+
+    topo = bigswitch(["h1", "h2"], 1.25e9)
+    assert goodput_of(ContentionModel(), topo) == pytest.approx(1 / (8.53e-10 * 1.25e9))
+    assert goodput_of(ContentionModel(b=1e-10), topo) == 1.0
