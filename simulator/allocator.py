@@ -38,12 +38,6 @@ EPS = 1e-12
 MAX_ROUNDS = 8
 
 
-def efficiency(k: np.ndarray, penalty: float) -> np.ndarray:
-    """Eq. 5's efficiency of ``k`` concurrent tasks: k b / (k b + (k-1) eta)."""
-    k = np.maximum(np.asarray(k, dtype=float), 1.0)
-    return k / (k + (k - 1.0) * penalty)
-
-
 def allocate(
     incidence: sparse.csr_matrix | tuple[np.ndarray, np.ndarray],
     capacity: np.ndarray,
@@ -64,20 +58,7 @@ def allocate(
     a close allocation, e.g. the previous event's) only speeds the fixed point up: it is
     reached from any start in as many rounds as from zero.
     """
-    if isinstance(incidence, tuple):
-        pf, pl = (np.asarray(a, dtype=np.int64) for a in incidence)
-        n = len(queue) if not per_crossing else int(pf.max(initial=-1)) + 1
-    elif per_crossing:
-        raise ValueError("per_crossing queues need the (flow, link) pair form")
-    else:
-        coo = sparse.coo_matrix(incidence)
-        order = np.lexsort((coo.col, coo.row))
-        pf, pl = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
-        n = incidence.shape[0]
-    queue = np.asarray(queue, dtype=np.int64)
-    pq = queue if per_crossing else queue[pf]
-    if len(pq) != len(pf):
-        raise ValueError(f"queue: {len(pq)} entries for {len(pf)} link crossings")
+    pf, pl, pq, n = crossings(incidence, queue, per_crossing)
     rates = np.zeros(n)
     if n == 0 or len(pf) == 0:
         return rates
@@ -104,6 +85,30 @@ def allocate(
         MAX_ROUNDS,
     )
     return rates
+
+
+def crossings(
+    incidence: sparse.csr_matrix | tuple[np.ndarray, np.ndarray],
+    queue: np.ndarray,
+    per_crossing: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``allocate``'s inputs as one entry per link crossing: (flow, link, queue of the
+    flow on that link) and the number of flows."""
+    if isinstance(incidence, tuple):
+        pf, pl = (np.asarray(a, dtype=np.int64) for a in incidence)
+        n = len(queue) if not per_crossing else int(pf.max(initial=-1)) + 1
+    elif per_crossing:
+        raise ValueError("per_crossing queues need the (flow, link) pair form")
+    else:
+        coo = sparse.coo_matrix(incidence)
+        order = np.lexsort((coo.col, coo.row))
+        pf, pl = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
+        n = incidence.shape[0]
+    queue = np.asarray(queue, dtype=np.int64)
+    pq = queue if per_crossing else queue[pf]
+    if len(pq) != len(pf):
+        raise ValueError(f"queue: {len(pq)} entries for {len(pf)} link crossings")
+    return pf, pl, pq, n
 
 
 def warm_up() -> None:

@@ -71,26 +71,41 @@ def _jobs(
 
 
 def testbed(
-    seed: int = 1, scale: float = 0.02, rounds: int = 3, placement: str = "random", **_: float
+    seed: int = 1,
+    scale: float = 0.02,
+    rounds: int = 3,
+    placement: str = "random",
+    *,
+    stage_factors: dict[str, float] | None = None,
+    stagger: float = 0.0,
+    model_bytes: float | None = None,
+    name: str = "testbed",
+    **_: float,
 ) -> Workload:
     """Section V-B: 3 leaves x 3 spines at 1 Gbps, 23 hosts; per model one cojob of 8 PS
-    jobs (2 workers, 2 servers) at a time, relaunched when its third stage ends."""
+    jobs (2 workers, 2 servers) at a time, relaunched when its third stage ends.
+
+    Variants (``scripts/testbed_properties.py``): ``stage_factors`` multiplies a model's
+    stage iterations, ``stagger`` spreads the first round's arrivals evenly over that
+    many seconds, ``model_bytes`` gives every model the same size."""
     rng = np.random.default_rng(seed)
     names = [f"h{i + 1}" for i in range(23)]
     placer = Placer(23, 8, placement, seed)
-    iters = tuple(max(1, round(s * scale)) for s in STAGES)
     cojobs, release = [], {}
     for r in range(rounds):
-        for m, (model, compute) in MODELS.items():
+        for k, (m, (model, compute)) in enumerate(MODELS.items()):
+            factor = (stage_factors or {}).get(m, 1.0)
+            iters = tuple(max(1, round(s * scale * factor)) for s in STAGES)
             cid = f"{m}-r{r + 1}"
             runs = halving_runs(8, 4, rng)
-            jobs = _jobs(placer, names, model, compute, "ps", 8, runs, sum(iters), 2, 2)
-            arrival = 0.0 if r == 0 else math.inf
+            size = model_bytes or model
+            jobs = _jobs(placer, names, size, compute, "ps", 8, runs, sum(iters), 2, 2)
+            arrival = stagger * k / len(MODELS) if r == 0 else math.inf
             cojobs.append(Cojob(cid, iters, jobs, arrival))
             if r:
                 release[cid] = (f"{m}-r{r}", 3)
     return Workload(
-        "testbed",
+        name,
         tuple(names),
         tuple(cojobs),
         1e9 / 8,
@@ -103,7 +118,10 @@ def testbed(
             "scale": scale,
             "rounds": rounds,
             "placement": placement,
-            "iterations": list(iters),
+            "iterations": [max(1, round(s * scale)) for s in STAGES],
+            "stage_factors": dict(stage_factors or {}),
+            "stagger": stagger,
+            "model_bytes": model_bytes,
         },
     )
 
@@ -215,8 +233,25 @@ def testbed_mini(
     )
 
 
+# builtin:testbed-spread: the smallest model runs the longest stages, so one
+# iteration's size (what Sincronia orders by) no longer tells how long a stage is
+SPREAD_FACTORS = {"DeepSpeech2": 4.0, "ResNet152": 2.0, "AlexNet": 1.0, "VGG19": 0.5}
+
+
+def testbed_spread(
+    seed: int = 1, scale: float = 0.02, rounds: int = 3, placement: str = "random", **_: float
+) -> Workload:
+    """The testbed with each model's stage iterations x 4, 2, 1, 0.5 (DeepSpeech2,
+    ResNet152, AlexNet, VGG19): where stage-aware ordering pulls away from Sincronia
+    (docs/scheduling.md)."""
+    return testbed(
+        seed, scale, rounds, placement, stage_factors=SPREAD_FACTORS, name="testbed-spread"
+    )
+
+
 GENERATORS: dict[str, Callable[..., Workload]] = {
     "testbed": testbed,
+    "testbed-spread": testbed_spread,
     "testbed-mini": testbed_mini,
     "sim60": sim60,
 }

@@ -83,9 +83,12 @@ def load_workload(spec: str, **params: float) -> Workload:
         ref = resources.files("workloads") / "builtin" / f"{name}.yaml"
         if not ref.is_file():
             known = sorted(
-                p.name[:-5]
-                for p in (resources.files("workloads") / "builtin").iterdir()
-                if p.name.endswith(".yaml")
+                [
+                    p.name[:-5]
+                    for p in (resources.files("workloads") / "builtin").iterdir()
+                    if p.name.endswith(".yaml")
+                ]
+                + list(GENERATORS)
             )
             raise ConfigError("workload", f"unknown builtin {name!r} (known: {', '.join(known)})")
         return parse_workload(parse_yaml(ref.read_text(), "workload"), default_name=name)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
+from simulator.allocator import crossings
+
 EPS = 1e-12
 MAX_ROUNDS = 8
 
@@ -28,30 +30,8 @@ def allocate_reference(
     per_crossing: bool = False,
     start: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Rates of flows given which links they cross, link ``capacity`` and their queues.
-
-    ``incidence`` is a flow x link matrix (1 where the flow crosses the link) or, faster,
-    a pair of arrays (flow index, link index) with one entry per crossing. ``queue`` has
-    one entry per flow (the same queue on every link of its path) or, with
-    ``per_crossing``, one per crossing in the order of the pairs. ``task`` (job of every
-    flow) and ``penalty`` (eta / b) turn on the contention model. ``start`` (rates of
-    a close allocation, e.g. the previous event's) only speeds the fixed point up: it is
-    reached from any start in as many rounds as from zero.
-    """
-    if isinstance(incidence, tuple):
-        pf, pl = (np.asarray(a, dtype=np.int64) for a in incidence)
-        n = len(queue) if not per_crossing else int(pf.max(initial=-1)) + 1
-    elif per_crossing:
-        raise ValueError("per_crossing queues need the (flow, link) pair form")
-    else:
-        coo = sparse.coo_matrix(incidence)
-        order = np.lexsort((coo.col, coo.row))
-        pf, pl = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
-        n = incidence.shape[0]
-    queue = np.asarray(queue, dtype=np.int64)
-    pq = queue if per_crossing else queue[pf]
-    if len(pq) != len(pf):
-        raise ValueError(f"queue: {len(pq)} entries for {len(pf)} link crossings")
+    """``simulator.allocator.allocate``, in whole-array numpy."""
+    pf, pl, pq, n = crossings(incidence, queue, per_crossing)
     rates = np.zeros(n)
     if n == 0 or len(pf) == 0:
         return rates

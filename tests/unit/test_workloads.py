@@ -193,3 +193,14 @@ def test_scheduling_and_model_sections():
 def test_bad_scheduling_and_model_sections_name_the_field(section, value, message):
     with pytest.raises(ConfigError, match=message):
         parse_workload(dict(GOOD, **{section: value}))
+
+
+def test_testbed_spread_scales_each_models_stages_and_leaves_the_testbed_alone():
+    def iterations(name: str) -> dict:
+        return {c.cojob_id: c.stage_iterations for c in load_workload(name).cojobs}
+
+    base, spread = iterations("builtin:testbed"), iterations("builtin:testbed-spread")
+    assert base["VGG19-r1"] == (10, 20, 40, 80)
+    assert spread["DeepSpeech2-r1"] == (40, 80, 160, 320)
+    assert spread["VGG19-r1"] == (5, 10, 20, 40)
+    assert spread["AlexNet-r2"] == base["AlexNet-r2"]
