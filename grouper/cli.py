@@ -234,6 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--sizes", default="0.25,0.5,1", help="all-reduce sizes in MB")
     ca.add_argument("--max-k", dest="max_k", type=T.count(2, 16), default=8)
     ca.add_argument("--reps", type=T.count(1, 20), default=3, help="timed rounds per point")
+    ca.add_argument(
+        "--pattern",
+        choices=("pair", "star"),
+        default="pair",
+        help="k tasks between the same two hosts (pair), or from k different hosts to the "
+        "first one (star: incast, as PS pushes)",
+    )
     ca.add_argument("--write", metavar="CLUSTER.yaml", help="store a, b, eta in its admission")
     ca.add_argument("--out", help="directory for the plot")
     ca.add_argument("--json", metavar="PATH")

@@ -6,7 +6,9 @@ few sizes. Each all-reduce is a real TCP ring (``trafficgen``): one untimed roun
 the connections, then ``reps`` rounds are timed, each started by all k at once. The fit
 (:mod:`pda.calibration`) gives ``a`` and ``b`` from k = 1 and ``eta`` from k > 1.
 ``--write CLUSTER.yaml`` stores the constants in the config's ``admission`` section,
-changing nothing else in the file.
+changing nothing else in the file. ``--pattern star`` runs task i between the i-th
+other host and the first host of the pair instead, so the k tasks meet only on that
+host's links, from different senders (as PS pushes meet at a server: incast).
 """
 
 from __future__ import annotations
@@ -32,15 +34,17 @@ from trafficgen.netns import NetnsThread
 from trafficgen.replay import Hosts, JobRunner
 
 
-async def _point(hosts: Hosts, pair: tuple[str, str], k: int, size: float, reps: int) -> float:
-    """Time of one of ``k`` ring all-reduces of ``size`` bytes started together:
+async def _point(hosts: Hosts, pairs: list[tuple[str, str]], size: float, reps: int) -> float:
+    """Time of one of ``len(pairs)`` ring all-reduces (one per pair of hosts) of ``size``
+    bytes started together:
     connections opened and warmed by one untimed round, then ``reps`` timed rounds, each
     started by all tasks at once (a barrier between rounds). The median over rounds of
     each round's average, so one round with a TCP timeout does not set the point."""
     ledger = wire.Ledger()
     ports = itertools.count(21000)
     runners = []
-    for i in range(k):
+    k = len(pairs)
+    for i, pair in enumerate(pairs):
         cj = Cojob(f"cal{i}", (reps + 1,), (Job.ring(f"t{i}", size, list(pair)),))
         runners.append(JobRunner(hosts, cj, cj.jobs[0], ports, ledger))
         runners[-1].declare()
@@ -68,20 +72,38 @@ async def _point(hosts: Hosts, pair: tuple[str, str], k: int, size: float, reps:
     return statistics.median(rounds)
 
 
+def task_pairs(
+    spec: LeafSpine, pair: tuple[str, str], k: int, star: bool
+) -> list[tuple[str, str]]:
+    """The hosts of each of ``k`` tasks: all on ``pair``, or (star) the i-th other host
+    with the pair's first host, cycling when there are fewer hosts than tasks."""
+    if not star:
+        return [pair] * k
+    others = [h for h in spec.host_names if h != pair[0]]
+    return [(others[i % len(others)], pair[0]) for i in range(k)]
+
+
 def measure(
-    spec: LeafSpine, pair: tuple[str, str], sizes: list[float], max_k: int, reps: int
+    spec: LeafSpine,
+    pair: tuple[str, str],
+    sizes: list[float],
+    max_k: int,
+    reps: int,
+    star: bool = False,
 ) -> list[Sample]:
     """Every (k, size) point on one fabric; it is torn down even on failure."""
     fabric = Fabric(spec)
     netns: dict[str, NetnsThread] = {}
     samples = []
+    used = sorted({h for p in task_pairs(spec, pair, max_k, star) for h in p})
     try:
         fabric.start()
-        netns = {h: NetnsThread(fabric.netns_path(h)) for h in pair}
-        hosts = Hosts({h: spec.addresses[h] for h in pair}, netns, dict.fromkeys(pair))
+        netns = {h: NetnsThread(fabric.netns_path(h)) for h in used}
+        hosts = Hosts({h: spec.addresses[h] for h in used}, netns, dict.fromkeys(used))
         for size in sizes:
             for k in range(1, max_k + 1):
-                seconds = asyncio.run(_point(hosts, pair, k, size, reps))
+                pairs = task_pairs(spec, pair, k, star)
+                seconds = asyncio.run(_point(hosts, pairs, size, reps))
                 samples.append(Sample(k, size, seconds))
     finally:
         for t in netns.values():
@@ -114,7 +136,8 @@ def calibrate(args: object) -> int:
     sizes = [float(x) * 1e6 for x in args.sizes.split(",") if x.strip()]
     if len(set(sizes)) < 2 or min(sizes) <= 0:
         raise ConfigError("--sizes", f"two or more positive sizes in MB, got {args.sizes!r}")
-    fit = fit_contention(measure(spec, pair, sizes, args.max_k, args.reps))
+    star = args.pattern == "star"
+    fit = fit_contention(measure(spec, pair, sizes, args.max_k, args.reps, star))
     out = Path(args.out or tempfile.mkdtemp(prefix="grouper-calibrate-"))
     from topologies.calibrate_report import plot_fit, write_admission
 
@@ -125,6 +148,7 @@ def calibrate(args: object) -> int:
     result = {
         "experiment": args.experiment,
         "hosts": list(pair),
+        "pattern": args.pattern,
         "link_mbps": spec.mbps,
         "a": m.a,
         "b": m.b,

@@ -117,3 +117,15 @@ def test_simulate_uses_the_cluster_configs_constants(tmp_path):
             "--out", str(tmp_path / "j")]  # fmt: skip
     assert main(argv) == 0
     assert json.loads(out.read_text())["contention"] == {"a": 1e-3, "b": 2e-9, "eta": 1e-9}
+
+
+def test_star_tasks_come_from_every_other_host_in_turn():
+    from pda.priorities import QueueConfig
+    from topologies.calibrate import task_pairs
+    from topologies.commands import load_experiment, spec_of
+
+    spec = spec_of(load_experiment("builtin:small"), QueueConfig())
+    assert task_pairs(spec, ("h1", "h4"), 2, star=False) == [("h1", "h4")] * 2
+    star = task_pairs(spec, ("h1", "h4"), 6, star=True)
+    assert star == [("h2", "h1"), ("h3", "h1"), ("h4", "h1"), ("h5", "h1"), ("h6", "h1"),
+                    ("h2", "h1")]  # fmt: skip
