@@ -94,6 +94,7 @@ class _Block:
     tables: list[_FlowTable]
     job_ids: list[str]
     job_rem_iters: list[float]
+    job_weight: list[float]
     job_stage: list[int]  # local stage row of the current stage, or -1
     stage_ids: list[str]
     stage_number: list[int]
@@ -132,12 +133,7 @@ def _block(
     tables: FlowTables, used: dict[int, _FlowTable],
 ) -> _Block:  # fmt: skip
     iters = cj.stage_iterations
-    bounds = []
-    end = 0
-    for it in iters:
-        bounds.append((end, end + it))
-        end += it
-    job_tables, job_ids, rem_iters, remaining = [], [], [], []
+    job_tables = []
     for j, job in enumerate(cj.jobs):
         key = id(job.flows)
         table = used.get(key) or tables.entries.get(key)
@@ -145,17 +141,7 @@ def _block(
             table = _flow_table(job.flows, host_index, f"{where}.jobs[{j}]")
         used[key] = table
         job_tables.append(table)
-        runs = len(iters)
-        if known_survivors and job.stages is not None:
-            runs = job.stages
-        done = max(0, job.done)
-        rem = [
-            max(0, min(hi - max(done, lo), hi - lo)) if k < runs else 0
-            for k, (lo, hi) in enumerate(bounds)
-        ]
-        remaining.append(rem)
-        job_ids.append(f"{cj.cojob_id}:{job.job_id}")
-        rem_iters.append(float(sum(rem)))
+    remaining = _remaining(cj, known_survivors)
     # unfinished stages of this cojob become rows
     stage_ids, number, prev_of, started_at, weight = [], [], [], [], []
     a_rows, a_cols, a_vals = [], [], []
@@ -178,24 +164,13 @@ def _block(
                 a_rows.append(r)
                 a_cols.append(j)
                 a_vals.append(rem[k])
-    # with the barrier, every job with work left is in the cojob's current stage: one
-    # that finished its iterations of it waits there and sends nothing, so the next
-    # stage must not take a band before the barrier lifts; without it, a job is in the
-    # first stage it has iterations left in
-    row_of = {n - 1: r for r, n in enumerate(number)}
-    if cj.barrier:
-        job_stage = [0 if stage_ids and any(rem) else -1 for rem in remaining]
-    else:
-        job_stage = [
-            row_of[next(k for k, it in enumerate(rem) if it)] if any(rem) else -1
-            for rem in remaining
-        ]
     return _Block(
         cj,
         job_tables,
-        job_ids,
-        rem_iters,
-        job_stage,
+        [f"{cj.cojob_id}:{job.job_id}" for job in cj.jobs],
+        [float(sum(rem)) for rem in remaining],
+        [job.weight for job in cj.jobs],
+        _job_stages(cj, remaining, number),
         stage_ids,
         number,
         prev_of,
@@ -205,6 +180,41 @@ def _block(
         a_cols,
         a_vals,
     )
+
+
+def _remaining(cj: Cojob, known_survivors: bool) -> list[list[int]]:
+    """Iterations every job has left in every stage (0 in stages it will not run, when
+    the view knows)."""
+    bounds = []
+    end = 0
+    for it in cj.stage_iterations:
+        bounds.append((end, end + it))
+        end += it
+    out = []
+    for job in cj.jobs:
+        runs = len(bounds)
+        if known_survivors and job.stages is not None:
+            runs = job.stages
+        done = max(0, job.done)
+        out.append([
+            max(0, min(hi - max(done, lo), hi - lo)) if k < runs else 0
+            for k, (lo, hi) in enumerate(bounds)
+        ])  # fmt: skip
+    return out
+
+
+def _job_stages(cj: Cojob, remaining: list[list[int]], number: list[int]) -> list[int]:
+    """Local row of the stage each job is in, -1 for jobs with nothing left. With the
+    barrier, every job with work left is in the cojob's current stage: one that
+    finished its iterations of it waits there and sends nothing, so the next stage must
+    not take a band before the barrier lifts; without it, a job is in the first stage
+    it has iterations left in."""
+    if cj.barrier:
+        return [0 if number and any(rem) else -1 for rem in remaining]
+    row_of = {n - 1: r for r, n in enumerate(number)}
+    return [
+        row_of[next(k for k, it in enumerate(rem) if it)] if any(rem) else -1 for rem in remaining
+    ]
 
 
 def build_snapshot(
@@ -307,7 +317,7 @@ def _assemble(
         job_stage=job_stage,
         job_iter_loads=job_iter,
         job_remaining=per_iter_sent * _flat([b.job_rem_iters for b in parts], float),
-        job_weight=np.fromiter((j.weight for c in cojobs for j in c.jobs), float, nj),
+        job_weight=_flat([b.job_weight for b in parts], float),
         flow_job=fj,
         flow_src=fs,
         flow_dst=fd,
