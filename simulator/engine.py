@@ -140,6 +140,11 @@ class Engine:
         self.until[j.index] = until
         self.in_comm[j.index] = phase == "comm"
 
+    def _end(self, j: SimJob) -> None:
+        """The job is killed or done: it leaves the cluster now."""
+        self._set_phase(j, "dead")
+        j.end = self.t
+
     def _start_iteration(self, j: SimJob) -> None:
         if j.compute > 0:
             self._set_phase(j, "compute", self.t + j.compute)
@@ -186,8 +191,7 @@ class Engine:
         a stage ends when no job is left in it."""
         c = self.cojobs[j.cojob]
         if j.runs <= j.stage + 1 or j.stage + 1 == len(c.iters):
-            self._set_phase(j, "dead")
-            j.end = self.t
+            self._end(j)
         else:
             j.stage += 1
             if len(c.started) == j.stage:
@@ -220,8 +224,7 @@ class Engine:
         survivors = []
         for m in members:
             if m.runs <= c.stage + 1:
-                self._set_phase(m, "dead")
-                m.end = self.t
+                self._end(m)
             else:
                 survivors.append(m)
         if c.stage + 1 < len(c.iters) and survivors:
@@ -232,8 +235,7 @@ class Engine:
                 self._start_iteration(m)
         else:
             for m in survivors:
-                self._set_phase(m, "dead")
-                m.end = self.t
+                self._end(m)
             c.stage = len(c.iters)  # done
         return True
 
@@ -354,7 +356,7 @@ class Engine:
             pos = rates > 0
             if pos.any():
                 candidates.append(float((self.remaining[active][pos] / rates[pos]).min()))
-        if len(active):  # a job's last rates stay its warm start until it moves again
+            # a job's last rates stay its warm start until it moves again
             moving = np.zeros(len(self.jobs), dtype=bool)
             moving[self.f_job[active]] = True
             self.rate[moving[self.f_job]] = 0.0
