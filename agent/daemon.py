@@ -26,6 +26,7 @@ from agent.discovery.tracker import Tracker
 from agent.enforcer import KernelThread
 from agent.jsonl import JsonlTailer
 from agent.metrics import AgentMetrics
+from agent.probe import Prober
 from agent.registry import Registry
 from agent.service import AgentServicer, RegistryServicer
 from grouper.cluster_config import ClusterConfig, load_cluster_config
@@ -103,6 +104,7 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
     tailer = JsonlTailer(opts.jobs_dir, lambda ev: core.registry_call("event", ev, "jsonl"))
     public = grpc.aio.server()
     local = grpc.aio.server()
+    prober = Prober(cfg.addresses.get(opts.host, ""))
     health_svc = health.aio.HealthServicer()
     try:
         await kernel.call(enforcer.start)
@@ -116,7 +118,7 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
             opts.link_mbps,
         )
         authorize = None if cfg.tls is None else coordinator_only(cfg.tls.coordinator_name)
-        pbg.add_AgentServicer_to_server(AgentServicer(core, authorize), public)
+        pbg.add_AgentServicer_to_server(AgentServicer(core, authorize, prober), public)
         health_pb2_grpc.add_HealthServicer_to_server(health_svc, public)
         if cfg.tls is None:
             public.add_insecure_port(opts.listen)
@@ -164,6 +166,7 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         await health_svc.enter_graceful_shutdown()
         await public.stop(grace=1.0)
         await local.stop(grace=1.0)
+        prober.close()
         try:
             kernel.run_sync(enforcer.stop)
         finally:

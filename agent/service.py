@@ -10,9 +10,11 @@ from typing import Any
 import grpc
 
 from agent.core import AgentCore
+from agent.probe import ProbeBusy, ProbeError, Prober
 from agent.session import AgentSession, stage_event
 from agent.updates import JobKey, UpdateSource, new_epoch
 from common.registration import Flow, JobEntry, registration_dict
+from common.wire import WireError
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 
@@ -131,14 +133,17 @@ async def host_report(core: AgentCore) -> pb.HostReport:
 
 
 class AgentServicer(pbg.AgentServicer):
-    """The coordinator's API. With ``authorize`` (mutual TLS), plans and event streams
-    are taken from the coordinator's identity only; reports (``Collect``) from any
-    member of the cluster."""
+    """The coordinator's API. With ``authorize`` (mutual TLS), plans, event streams and
+    calibration probes are taken from the coordinator's identity only; reports
+    (``Collect``) from any member of the cluster."""
 
-    def __init__(self, core: AgentCore, authorize: Any = None) -> None:
+    def __init__(
+        self, core: AgentCore, authorize: Any = None, prober: Prober | None = None
+    ) -> None:
         self.core = core
         self.authorize = authorize  # optional callable(context, method) -> error string
         self.epoch = new_epoch()  # this process's incarnation, in every state update
+        self.prober = prober or Prober(core.addresses.get(core.host, ""))
 
     async def _check(self, context: grpc.aio.ServicerContext, method: str) -> None:
         if self.authorize is not None:
@@ -189,3 +194,36 @@ class AgentServicer(pbg.AgentServicer):
             pass
         finally:
             self.core.hub.unsubscribe(q)
+
+    async def ProbeListen(self, request: pb.ProbeListenRequest, context: Any) -> Any:
+        await self._check(context, "ProbeListen")
+        try:
+            token, ports = self.prober.listen(request.tasks)
+        except ProbeError as e:
+            await _refuse(context, e)
+        except OSError as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"probe: listen: {e}")
+        return pb.ProbeListenReply(token=token, ports=ports, address=self.prober.address)
+
+    async def Probe(self, request: pb.ProbeRequest, context: Any) -> Any:
+        await self._check(context, "Probe")
+        try:
+            seconds = await self.prober.run(
+                request.token,
+                request.peer_address,
+                list(request.peer_ports),
+                request.bytes,
+                request.rounds,
+            )
+        except ProbeError as e:
+            await _refuse(context, e)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, WireError) as e:
+            what = type(e).__name__ if isinstance(e, TimeoutError) else str(e)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"probe: {what}")
+        return pb.ProbeResult(round_seconds=seconds)
+
+
+async def _refuse(context: Any, e: ProbeError) -> None:
+    busy = isinstance(e, ProbeBusy)
+    code = grpc.StatusCode.FAILED_PRECONDITION if busy else grpc.StatusCode.INVALID_ARGUMENT
+    await context.abort(code, str(e))

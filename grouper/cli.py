@@ -227,10 +227,21 @@ def build_parser() -> argparse.ArgumentParser:
     ca = add(
         "calibrate",
         _cmd_calibrate,
-        "measure the contention model (a, b, eta) on the emulated fabric (root)",
+        "measure the contention model (a, b, eta) on the emulated fabric (root), or between "
+        "a cluster's hosts through their agents (--config)",
     )
-    ca.add_argument("--experiment", default="builtin:small", help="its topology is used")
-    ca.add_argument("--hosts", help="the two hosts, e.g. h1,h4 (default: across the fabric)")
+    ca.add_argument("--experiment", help="its topology is emulated (default builtin:small)")
+    ca.add_argument(
+        "--config",
+        metavar="CLUSTER.yaml",
+        help="measure between this cluster's hosts instead: their agents run the traffic "
+        "(run where the coordinator's TLS identity is)",
+    )
+    ca.add_argument(
+        "--hosts",
+        help="the two hosts, e.g. h1,h4 (default: across the fabric, or the config's first "
+        "and last)",
+    )
     ca.add_argument("--sizes", default="0.25,0.5,1", help="all-reduce sizes in MB")
     ca.add_argument("--max-k", dest="max_k", type=T.count(2, 16), default=8)
     ca.add_argument("--reps", type=T.count(1, 20), default=3, help="timed rounds per point")

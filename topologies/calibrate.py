@@ -1,4 +1,5 @@
-"""``grouper calibrate``: measure the contention model on the emulated fabric.
+"""``grouper calibrate``: measure the contention model on the emulated fabric, or
+(``--config``) between a cluster's real hosts through their agents (``coordinator.probes``).
 
 As Wang et al. did on their 10 GbE cluster (Section III-A, Fig. 2): ``k`` ring
 all-reduces of ``M`` bytes between the same two hosts, all at once, for k = 1..8 and a
@@ -22,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import wire
 from common.errors import ConfigError
 from common.output import table, write_json
 from pda.calibration import Fit, Sample, fit_contention
@@ -29,7 +31,6 @@ from pda.model import Cojob, Job
 from pda.priorities import QueueConfig
 from topologies.commands import load_experiment, spec_of
 from topologies.leafspine import Fabric, LeafSpine
-from trafficgen import wire
 from trafficgen.netns import NetnsThread
 from trafficgen.replay import Hosts, JobRunner
 
@@ -73,13 +74,14 @@ async def _point(hosts: Hosts, pairs: list[tuple[str, str]], size: float, reps: 
 
 
 def task_pairs(
-    spec: LeafSpine, pair: tuple[str, str], k: int, star: bool
+    names: list[str], pair: tuple[str, str], k: int, star: bool
 ) -> list[tuple[str, str]]:
     """The hosts of each of ``k`` tasks: all on ``pair``, or (star) the i-th other host
-    with the pair's first host, cycling when there are fewer hosts than tasks."""
+    with the pair's first host, cycling when there are fewer hosts than tasks. The
+    second host of every task is the same: it listens (``coordinator.probes``)."""
     if not star:
         return [pair] * k
-    others = [h for h in spec.host_names if h != pair[0]]
+    others = [h for h in names if h != pair[0]]
     return [(others[i % len(others)], pair[0]) for i in range(k)]
 
 
@@ -95,14 +97,14 @@ def measure(
     fabric = Fabric(spec)
     netns: dict[str, NetnsThread] = {}
     samples = []
-    used = sorted({h for p in task_pairs(spec, pair, max_k, star) for h in p})
+    used = sorted({h for p in task_pairs(spec.host_names, pair, max_k, star) for h in p})
     try:
         fabric.start()
         netns = {h: NetnsThread(fabric.netns_path(h)) for h in used}
         hosts = Hosts({h: spec.addresses[h] for h in used}, netns, dict.fromkeys(used))
         for size in sizes:
             for k in range(1, max_k + 1):
-                pairs = task_pairs(spec, pair, k, star)
+                pairs = task_pairs(spec.host_names, pair, k, star)
                 seconds = asyncio.run(_point(hosts, pairs, size, reps))
                 samples.append(Sample(k, size, seconds))
     finally:
@@ -112,50 +114,80 @@ def measure(
     return samples
 
 
-def _pair(spec: LeafSpine, text: str | None) -> tuple[str, str]:
-    names = spec.host_names
-    if text is None:  # across the fabric: first host of the first and the last leaf
-        return names[0], names[-spec.hosts_per_leaf]
+def _pair(names: list[str], text: str | None, default: tuple[str, str]) -> tuple[str, str]:
+    if text is None:
+        return default
     pair = tuple(x.strip() for x in text.split(","))
     if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(names):
-        raise ConfigError("--hosts", f"two different hosts of {', '.join(names)}; got {text!r}")
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        raise ConfigError("--hosts", f"two different hosts of {shown}; got {text!r}")
     return pair  # type: ignore[return-value]
 
 
-def calibrate(args: object) -> int:
+def _on_fabric(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
     if os.geteuid() != 0:
         raise ConfigError("calibrate", "needs root (Mininet, namespaces, qdiscs)")
     if not shutil.which("mnexec"):
         raise ConfigError("calibrate", "Mininet is not installed (apt-get install mininet)")
+    experiment = args.experiment or "builtin:small"
+    spec = spec_of(load_experiment(experiment), QueueConfig())
+    names = spec.host_names
+    # default: across the fabric, first host of the first and of the last leaf
+    pair = _pair(names, args.hosts, (names[0], names[-spec.hosts_per_leaf]))
+    star = args.pattern == "star"
+    samples = measure(spec, pair, sizes, args.max_k, args.reps, star)
+    return {"experiment": experiment, "hosts": list(pair), "link_mbps": spec.mbps}, samples
+
+
+def _on_hosts(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
+    from coordinator import probes
+    from grouper.cluster_config import load_cluster_config
+
+    if args.experiment is not None:
+        raise ConfigError("--experiment", "not with --config: the config's hosts are measured")
+    cfg = load_cluster_config(args.config)
+    names = [h.name for h in cfg.hosts]
+    if len(names) < 2:
+        raise ConfigError("hosts", "calibration needs two hosts in the config")
+    pair = _pair(names, args.hosts, (names[0], names[-1]))
+    star = args.pattern == "star"
+    plan = [
+        (size, task_pairs(names, pair, k, star)) for size in sizes for k in range(1, args.max_k + 1)
+    ]
+    samples = probes.measure(cfg, plan, args.reps)
+    listener = plan[0][1][0][1]
+    about = {"config": args.config, "cluster": cfg.cluster, "hosts": list(pair)}
+    return about | {"link_mbps": cfg.host(listener).link_mbps}, samples
+
+
+def calibrate(args: object) -> int:
     if args.write:
         from grouper.cluster_config import load_cluster_config
 
         load_cluster_config(args.write)  # refuse a bad file before measuring
-    spec = spec_of(load_experiment(args.experiment), QueueConfig())
-    pair = _pair(spec, args.hosts)
     sizes = [float(x) * 1e6 for x in args.sizes.split(",") if x.strip()]
     if len(set(sizes)) < 2 or min(sizes) <= 0:
         raise ConfigError("--sizes", f"two or more positive sizes in MB, got {args.sizes!r}")
-    star = args.pattern == "star"
-    fit = fit_contention(measure(spec, pair, sizes, args.max_k, args.reps, star))
+    about, samples = (_on_hosts if args.config else _on_fabric)(args, sizes)
+    fit = fit_contention(samples)
     out = Path(args.out or tempfile.mkdtemp(prefix="grouper-calibrate-"))
     from topologies.calibrate_report import plot_fit, write_admission
 
-    files = [str(plot_fit(fit, out / "contention.png", f"{args.experiment} {pair[0]}-{pair[1]}"))]
+    pair = about["hosts"]
+    title = f"{about.get('experiment') or about['cluster']} {pair[0]}-{pair[1]}"
+    files = [str(plot_fit(fit, out / "contention.png", title))]
     if args.write:
         write_admission(Path(args.write), fit.model)
     m = fit.model
-    result = {
-        "experiment": args.experiment,
-        "hosts": list(pair),
+    mbps = about["link_mbps"]
+    result = about | {
         "pattern": args.pattern,
-        "link_mbps": spec.mbps,
         "a": m.a,
         "b": m.b,
         "eta": m.eta,
         # 1 / b over the host link's rate: what the simulator's links move payload at
         # when it is given these constants (simulate / emulate --config)
-        "goodput": min(1.0, 8 / (m.b * spec.mbps * 1e6)),
+        "goodput": min(1.0, 8 / (m.b * mbps * 1e6)),
         "raw": dict(zip(("a", "b", "eta"), fit.raw, strict=True)),
         "share_threshold": m.share_threshold,
         "rms_relative_residual": fit.rms_relative,
@@ -167,7 +199,7 @@ def calibrate(args: object) -> int:
     write_json(result, args.json)
     if args.json != "-":
         _print(fit, pair, files, args.write)
-        print(f"goodput {result['goodput']:.3f} of the {spec.mbps:g} Mbit/s host links")
+        print(f"goodput {result['goodput']:.3f} of the {mbps:g} Mbit/s host links")
     return 0
 
 

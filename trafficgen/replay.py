@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from common import wire
 from common.flows import flow_id
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.model import Cojob, Job
-from trafficgen import wire
 from trafficgen.netns import NetnsThread
 
 log = logging.getLogger("grouper.trafficgen")

@@ -56,3 +56,47 @@ def test_calibrate_star_sends_each_task_from_another_host_to_the_first(tmp_path)
     times = {(s["k"], s["bytes"]): s["measured"] for s in res["samples"]}
     for size in (0.25e6, 0.5e6):  # two senders into one host's downlink overlap
         assert 1.3 < times[(2, size)] / times[(1, size)] < 2.6
+
+
+def _agents(tmp_path):
+    from pda.priorities import QueueConfig
+    from topologies.commands import load_experiment, spec_of
+    from topologies.experiment import Emulation
+
+    spec = spec_of(load_experiment("builtin:small"), QueueConfig())
+    return Emulation(spec, "fs", 1.0, tmp_path / "emu")  # agents only, no coordinator
+
+
+def test_calibrate_with_config_runs_the_traffic_through_the_hosts_agents(tmp_path):
+    emu = _agents(tmp_path)
+    out = tmp_path / "cal.json"
+    try:
+        emu.start()
+        args = ["--sizes", "0.25,0.5", "--max-k", "3", "--reps", "2", "--json", str(out)]
+        subprocess.run(
+            [*GROUPER, "calibrate", "--config", str(emu.config), "--hosts", "h1,h4",
+             "--out", str(tmp_path / "plot"), *args],
+            cwd=ROOT, check=True, timeout=240,
+        )  # fmt: skip
+        star = subprocess.run(
+            [*GROUPER, "calibrate", "--config", str(emu.config), "--pattern", "star",
+             "--sizes", "0.25,0.5", "--max-k", "2", "--reps", "1", "--json", "-"],
+            cwd=ROOT, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        logs = "".join((emu.work / f"{h}-agent.log").read_text() for h in ("h1", "h4"))
+    finally:
+        emu.stop()
+    res = json.loads(out.read_text())
+    assert res["cluster"] == "emulated" and res["hosts"] == ["h1", "h4"]
+    # the agents' rings cross the same 20 Mbit/s links as the fabric calibration's
+    ideal = 8 / (res["link_mbps"] * 1e6)
+    assert 0.8 * ideal <= res["b"] <= 1.5 * ideal, res["b"]
+    times = {(s["k"], s["bytes"]): s["measured"] for s in res["samples"]}
+    assert len(times) == 6
+    for size in (0.25e6, 0.5e6):  # k tasks really ran at once
+        assert 1.5 < times[(2, size)] / times[(1, size)] < 2.6
+        assert 2.0 < times[(3, size)] / times[(1, size)] < 3.9
+    assert star.returncode == 0, star.stderr
+    res_star = json.loads(star.stdout)
+    assert res_star["pattern"] == "star" and len(res_star["samples"]) == 4
+    assert "Traceback" not in logs

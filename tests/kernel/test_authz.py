@@ -4,6 +4,7 @@ Host ``b`` holds a certificate validly signed by the cluster CA (it is an agent 
 tries to push a plan to host ``a``'s agent over the network: PERMISSION_DENIED, a log
 line naming the caller, and nothing in ``a``'s kernel. The same call with the
 coordinator's certificate, from the same place, is applied: the refusal is the identity.
+Requests for calibration traffic (``ProbeListen``) follow the same rule.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tests.pki import make_pki
 FLOW = "c1/j1/b:5201"
 
 
-def push(pair, pki, identity: str, version: int) -> str:
+def push(pair, pki, identity: str, version: int | str) -> str:
     out = pair.run(
         pair.b,
         sys.executable,
@@ -56,5 +57,11 @@ def test_an_agent_certificate_cannot_push_plans_the_coordinators_can(pair, tmp_p
 
         assert push(pair, pki, "coordinator", 1) == "applied"
         assert nft_map(pair.a, "band_dport") != {}, "the coordinator's plan is in the kernel"
+
+        # calibration traffic on request (grouper calibrate --config): the same rule
+        answer = push(pair, pki, "b", "probe")
+        assert answer.startswith("PERMISSION_DENIED: "), answer
+        assert "refused ProbeListen from b" in agent.log.read_text()
+        assert push(pair, pki, "coordinator", "probe") == "listening on 1 port(s)"
     finally:
         assert agent.stop() == 0

@@ -125,7 +125,7 @@ def test_star_tasks_come_from_every_other_host_in_turn():
     from topologies.commands import load_experiment, spec_of
 
     spec = spec_of(load_experiment("builtin:small"), QueueConfig())
-    assert task_pairs(spec, ("h1", "h4"), 2, star=False) == [("h1", "h4")] * 2
-    star = task_pairs(spec, ("h1", "h4"), 6, star=True)
+    assert task_pairs(spec.host_names, ("h1", "h4"), 2, star=False) == [("h1", "h4")] * 2
+    star = task_pairs(spec.host_names, ("h1", "h4"), 6, star=True)
     assert star == [("h2", "h1"), ("h3", "h1"), ("h4", "h1"), ("h5", "h1"), ("h6", "h1"),
                     ("h2", "h1")]  # fmt: skip
