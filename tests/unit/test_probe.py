@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from agent import probe
-from agent.probe import Prober, ProbeBusy, ProbeError
+from agent.probe import ProbeBusy, ProbeError, Prober
 from common.wire import WireError
 from tests.netns import GROUPER, ROOT
 
