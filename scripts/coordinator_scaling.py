@@ -53,8 +53,12 @@ def _plot(rows: list[dict], path: str) -> None:
 
     x = [r["agents"] for r in rows]
     fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("seconds", "cycle (order + push)"), ("order_seconds", "order"),
-                       ("push_seconds", "push"), ("cpu_seconds_per_period", "CPU per period")):
+    for key, label in (
+        ("seconds", "cycle (order + push)"),
+        ("order_seconds", "order"),
+        ("push_seconds", "push"),
+        ("cpu_seconds_per_period", "CPU per period"),
+    ):
         ax.plot(x, [r[key] for r in rows], marker="o", label=label)  # fmt: skip
     ax.axhline(1.0, color="grey", linestyle=":", label="1 s target")
     ax.set_xlabel("agents (10 stages each)")

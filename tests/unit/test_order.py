@@ -166,9 +166,7 @@ def test_exact_ties_follow_the_tie_key_even_when_weights_reach_zero():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    chains=st.lists(
-        st.lists(st.floats(0.1, 10.0), min_size=1, max_size=3), min_size=2, max_size=6
-    )
+    chains=st.lists(st.lists(st.floats(0.1, 10.0), min_size=1, max_size=3), min_size=2, max_size=6)
 )
 def test_a_bound_stopped_early_is_weaker_and_still_below_the_optimum(chains):
     hosts, cojobs = one_port_cojobs(chains)

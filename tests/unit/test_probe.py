@@ -108,8 +108,13 @@ def test_ends_that_disagree_on_the_size_fail_rather_than_hang():
 def test_calibrate_with_config_names_the_agent_that_does_not_answer(tmp_path):
     cfg = tmp_path / "cluster.yaml"
     hosts = [
-        {"name": h, "address": f"10.9.0.{i}", "nic": "eth0", "link_mbps": 1000,
-         "agent": f"unix:{tmp_path}/{h}.sock"}  # fmt: skip
+        {
+            "name": h,
+            "address": f"10.9.0.{i}",
+            "nic": "eth0",
+            "link_mbps": 1000,
+            "agent": f"unix:{tmp_path}/{h}.sock",
+        }  # fmt: skip
         for i, h in enumerate(("a", "b"), 1)
     ]
     cfg.write_text(yaml.safe_dump({"cluster": "t", "hosts": hosts}))
