@@ -9,7 +9,7 @@ bytes, exactly as the traffic generator's ring does (2 steps; in each, either en
 M/2 and waits for the other's M/2, every payload byte checked by ``common.wire``).
 
 Limits keep a caller from using this as a traffic cannon: at most 16 tasks, 1 GiB per
-all-reduce and 20 rounds; one probe at a time per host; listening sockets close when
+all-reduce and 64 rounds; one probe at a time per host; listening sockets close when
 their Probe ends or after ``LISTEN_TTL`` seconds unclaimed; a run stops after
 ``RUN_LIMIT`` seconds whatever the caller's deadline.
 """
@@ -28,7 +28,7 @@ from common import wire
 
 MAX_TASKS = 16
 MAX_BYTES = 1 << 30
-MAX_ROUNDS = 20
+MAX_ROUNDS = 64
 LISTEN_TTL = 30.0
 ACCEPT_TIMEOUT = 15.0
 RUN_LIMIT = 600.0

@@ -72,25 +72,24 @@ async def _point(
     return statistics.median(results[0].round_seconds)
 
 
-async def _measure(
-    cfg: ClusterConfig, plan: list[tuple[float, list[tuple[str, str]]]], reps: int
-) -> list[Sample]:
-    hosts = sorted({h for _, pairs in plan for p in pairs for h in p})
+Plan = list[tuple[float, list[tuple[str, str]], int]]  # (M, each task's hosts, rounds)
+
+
+async def _measure(cfg: ClusterConfig, plan: Plan) -> list[Sample]:
+    hosts = sorted({h for _, pairs, _ in plan for p in pairs for h in p})
     channels = {h: channel_for(cfg.host(h), cfg) for h in hosts}
     try:
         stubs = {h: pbg.AgentStub(c) for h, c in channels.items()}
         return [
             Sample(len(pairs), size, await _point(cfg, stubs, pairs, size, reps))
-            for size, pairs in plan
+            for size, pairs, reps in plan
         ]
     finally:
         for c in channels.values():
             await c.close()
 
 
-def measure(
-    cfg: ClusterConfig, plan: list[tuple[float, list[tuple[str, str]]]], reps: int
-) -> list[Sample]:
-    """One sample per (size, host pairs of the k tasks) in ``plan``, in its order; the
-    second host of the first pair listens for all k tasks."""
-    return asyncio.run(_measure(cfg, plan, reps))
+def measure(cfg: ClusterConfig, plan: Plan) -> list[Sample]:
+    """One sample per (size, host pairs of the k tasks, timed rounds) in ``plan``, in
+    its order; the second host of the first pair listens for all k tasks."""
+    return asyncio.run(_measure(cfg, plan))

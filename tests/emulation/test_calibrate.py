@@ -25,9 +25,11 @@ def test_calibrate_measures_the_links_rate_and_writes_the_config(tmp_path):
     res = json.loads(out.read_text())
     # builtin:small's host links are 20 Mbit/s: a two-host ring moves M bytes each way.
     # Measured b: 1.13-1.22 x this in full runs; one short run gave 0.97 x (a 0.25 MB
-    # ring in 83 ms: the shaper's burst at the start of a transfer)
+    # ring in 83 ms: the shaper's burst at the start of a transfer), and short runs while
+    # the VM lost 4-21% of its CPU to steal 1.6 and 1.75 x. Half or twice the bytes on
+    # the wire (a wrong chunk size) would be 0.5-0.6 or 2.2-2.4 x.
     ideal = 8 / (res["link_mbps"] * 1e6)
-    assert 0.8 * ideal <= res["b"] <= 1.5 * ideal, res["b"]
+    assert 0.8 * ideal <= res["b"] <= 1.9 * ideal, res["b"]
     assert res["a"] >= 0 and res["eta"] >= 0
     times = {(s["k"], s["bytes"]): s["measured"] for s in res["samples"]}
     assert len(times) == 6
@@ -89,8 +91,9 @@ def test_calibrate_with_config_runs_the_traffic_through_the_hosts_agents(tmp_pat
     res = json.loads(out.read_text())
     assert res["cluster"] == "emulated" and res["hosts"] == ["h1", "h4"]
     # the agents' rings cross the same 20 Mbit/s links as the fabric calibration's
+    # (bounds: see the first test)
     ideal = 8 / (res["link_mbps"] * 1e6)
-    assert 0.8 * ideal <= res["b"] <= 1.5 * ideal, res["b"]
+    assert 0.8 * ideal <= res["b"] <= 1.9 * ideal, res["b"]
     times = {(s["k"], s["bytes"]): s["measured"] for s in res["samples"]}
     assert len(times) == 6
     for size in (0.25e6, 0.5e6):  # k tasks really ran at once
