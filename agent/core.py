@@ -76,6 +76,7 @@ class AgentCore:
         self.hub = EventHub()
         self.version = 0
         self.entries: dict[str, Rule] = {}  # the plan in force, by flow id
+        self.plan_in_force: dict | None = None  # as the coordinator sent it, for deltas
         self.rules: dict[RuleKey, Rule] = {}  # what the kernel holds for it
         self.last_plan = 0.0
         self.priorities_active = False
@@ -141,6 +142,7 @@ class AgentCore:
             log.error("kernel refused plan %d: %s", version, exc)
             return False, f"kernel: {exc}", 0
         self.version, self.entries, self.rules = version, entries, rules
+        self.plan_in_force = plan  # as it came: what the next delta patches
         self.last_plan = time.monotonic()
         if not self.priorities_active:
             log.info("priorities active (plan %d)", version)
@@ -156,7 +158,7 @@ class AgentCore:
         if not self.priorities_active or now - self.last_plan < self.plan_ttl:
             return False
         await self.kernel.apply({})
-        self.rules, self.entries = {}, {}
+        self.rules, self.entries, self.plan_in_force = {}, {}, None
         self.priorities_active = False
         self.metrics.priorities_active.labels(self.host).set(0)
         log.warning("no plan for %.1fs (plan_ttl): dropped all priorities", now - self.last_plan)

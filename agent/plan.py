@@ -105,6 +105,43 @@ def plan_entries(
     return version, entries
 
 
+def patch_plan(base: dict | None, in_force: int, delta: Any) -> dict:
+    """The whole plan a delta describes (``base_version`` set): ``base``, the plan in
+    force (version ``in_force``, as it came), with the delta's flows and inbound
+    entries set and its removed ones taken out. The result still goes through
+    ``plan_entries``. Raises :class:`ConfigError` when the base is not the plan in force
+    or a removed entry is not in it: the sender must send the whole plan."""
+    keys = ("version", "host", "flows", "inbound", "base_version", "removed_flows",
+            "removed_inbound")  # fmt: skip
+    m = v.mapping(delta, "plan", keys)
+    want = v.integer(v.get(m, "base_version", "plan"), "plan.base_version", minimum=1)
+    if base is None or want != in_force:
+        held = f"plan {in_force}" if base is not None else "no plan"
+        raise ConfigError("plan.base_version", f"delta on plan {want}, but {held} is in force")
+    flows = {f["flow_id"]: f for f in base.get("flows", [])}
+    for i, raw in enumerate(v.sequence(m.get("flows", []), "plan.flows")):
+        e = v.mapping(raw, f"plan.flows[{i}]", ("flow_id", "band", "dscp"))
+        flows[v.string(v.get(e, "flow_id", f"plan.flows[{i}]"), f"plan.flows[{i}].flow_id")] = e
+    for i, fid in enumerate(v.sequence(m.get("removed_flows", []), "plan.removed_flows")):
+        if flows.pop(fid, None) is None:
+            raise ConfigError(f"plan.removed_flows[{i}]", f"{str(fid)[:80]!r} not in plan {want}")
+
+    def ikey(e: dict) -> tuple:
+        return e.get("src_host"), e.get("port"), bool(e.get("by_source", False))
+
+    inbound = {ikey(e): e for e in base.get("inbound", [])}
+    for i, raw in enumerate(v.sequence(m.get("inbound", []), "plan.inbound")):
+        e = v.mapping(raw, f"plan.inbound[{i}]", ("src_host", "port", "by_source"))
+        inbound[ikey(e)] = e
+    gone = v.sequence(m.get("removed_inbound", []), "plan.removed_inbound")
+    for i, raw in enumerate(gone):
+        e = v.mapping(raw, f"plan.removed_inbound[{i}]", ("src_host", "port", "by_source"))
+        if inbound.pop(ikey(e), None) is None:
+            raise ConfigError(f"plan.removed_inbound[{i}]", f"{ikey(e)!r} is not in plan {want}")
+    return {"version": m.get("version"), "host": m.get("host"),
+            "flows": list(flows.values()), "inbound": list(inbound.values())}  # fmt: skip
+
+
 def _inbound_entries(raw: Any, addresses: dict[str, str], queues: QueueConfig) -> dict:
     """``plan.inbound[]`` -> inbound key -> the control band's rule."""
     ctl_band = queues.reserved[0] if queues.reserved else 0

@@ -10,9 +10,11 @@ from typing import Any
 import grpc
 
 from agent.core import AgentCore
+from agent.plan import patch_plan
 from agent.probe import ProbeBusy, ProbeError, Prober
 from agent.session import AgentSession, stage_event
 from agent.updates import JobKey, UpdateSource, new_epoch
+from common.errors import ConfigError
 from common.registration import Flow, JobEntry, registration_dict
 from common.wire import WireError
 from grouper.v1 import agent_pb2 as pb
@@ -45,14 +47,20 @@ def registration_msg(job: JobEntry, flows: list[Flow]) -> pb.JobRegistration:
 
 
 def plan_dict(m: pb.Plan) -> dict[str, Any]:
-    return {
+    def inbound(items: Any) -> list[dict[str, Any]]:
+        return [{"src_host": i.src_host, "port": i.port, "by_source": i.by_source} for i in items]
+
+    out: dict[str, Any] = {
         "version": m.version,
         "host": m.host,
         "flows": [{"flow_id": f.flow_id, "band": f.band, "dscp": f.dscp} for f in m.flows],
-        "inbound": [
-            {"src_host": i.src_host, "port": i.port, "by_source": i.by_source} for i in m.inbound
-        ],
+        "inbound": inbound(m.inbound),
     }
+    if m.base_version:  # a delta (agent.plan.patch_plan)
+        out["base_version"] = m.base_version
+        out["removed_flows"] = list(m.removed_flows)
+        out["removed_inbound"] = inbound(m.removed_inbound)
+    return out
 
 
 def _ack(error: str) -> pb.Ack:
@@ -143,7 +151,14 @@ class AgentServicer(pbg.AgentServicer):
         self.core = core
         self.authorize = authorize  # optional callable(context, method) -> error string
         self.epoch = new_epoch()  # this process's incarnation, in every state update
-        self.prober = prober or Prober(core.addresses.get(core.host, ""))
+        self._prober = prober
+
+    @property
+    def prober(self) -> Prober:
+        """Calibration probes (made on first use when the daemon gave none)."""
+        if self._prober is None:
+            self._prober = Prober(self.core.addresses.get(self.core.host, ""))
+        return self._prober
 
     async def _check(self, context: grpc.aio.ServicerContext, method: str) -> None:
         if self.authorize is not None:
@@ -160,7 +175,15 @@ class AgentServicer(pbg.AgentServicer):
 
     async def _apply(self, request: pb.Plan) -> pb.ApplyResult:
         received = time.time()
-        ok, error, changed = await self.core.apply_plan(plan_dict(request))
+        plan = plan_dict(request)
+        if request.base_version:
+            try:
+                plan = patch_plan(self.core.plan_in_force, self.core.version, plan)
+            except ConfigError as exc:
+                return pb.ApplyResult(
+                    applied=False, version=self.core.version, error=str(exc), need_full=True
+                )
+        ok, error, changed = await self.core.apply_plan(plan)
         return pb.ApplyResult(
             applied=ok,
             version=self.core.version,

@@ -15,14 +15,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 
 from common.errors import ConfigError
-from common.flows import parse_inbound_key
 from coordinator.heap import HeapKeeper
 from coordinator.links import AgentLink, LinkError
 from coordinator.merge import Merger
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.plan_msg import plan_request
 from coordinator.planner import HostPlan, plan_hosts
 from coordinator.trace import CycleTrace
 from grouper.cluster_config import ClusterConfig
@@ -48,11 +47,6 @@ class CycleStats:
     def total_s(self) -> float:
         """From trigger to plans acknowledged: the updates were merged as they came."""
         return self.order_s + self.push_s
-
-
-@lru_cache(maxsize=1 << 20)  # a key per inbound flow of the cluster; parsed once
-def _inbound_fields(key: str) -> tuple[str, int, bool] | None:
-    return parse_inbound_key(key)
 
 
 class Coordinator:
@@ -212,25 +206,32 @@ class Coordinator:
         self.metrics.agent_up.labels(link.host.name).set(int(up))
         self.metrics.agents_up.set(self.up_count)
 
-    async def _push(self, link: AgentLink, plan: HostPlan) -> bool:
+    async def _send(
+        self, link: AgentLink, plan: HostPlan, base: HostPlan | None
+    ) -> tuple[int, pb.ApplyResult | None]:
         version = link.next_version()
+        msg = plan_request(link.host.name, version, plan, base, link.agent_version)
         sent = time.time()
-        msg = pb.SessionRequest()
-        msg.plan.version = version
-        msg.plan.host = link.host.name
-        add, add_inbound = msg.plan.flows.add, msg.plan.inbound.add
-        for f, (b, d) in sorted(plan.items()):
-            inbound = _inbound_fields(f)
-            if inbound is None:
-                add(flow_id=f, band=b, dscp=d)
-            else:
-                add_inbound(src_host=inbound[0], port=inbound[1], by_source=inbound[2])
         try:
             res = await link.apply(msg, self.rpc_timeout)
         except LinkError as exc:
             self._mark_down(link, str(exc))
-            return False
+            return version, None
         link.pushed_version = max(link.pushed_version, version)
+        if self.trace is not None and res.applied:
+            self.trace.push(link.host.name, version, sent, res)
+        return version, res
+
+    async def _push(self, link: AgentLink, plan: HostPlan) -> bool:
+        # a delta on the plan the agent acknowledged, when it still holds our last one
+        base = link.acked if link.agent_version == link.pushed_version else None
+        version, res = await self._send(link, plan, base)
+        if res is not None and res.need_full:
+            log.info("agent %s: %s; sending plan %d whole", link.host.name, res.error, version)
+            base = None
+            version, res = await self._send(link, plan, None)
+        if res is None:
+            return False
         if not res.applied:
             self.metrics.errors.labels("plan_refused").inc()
             log.error("agent %s refused plan %d: %s", link.host.name, version, res.error)
@@ -249,9 +250,7 @@ class Coordinator:
                 "".join(f"; {f} {old.get(f)} -> {plan.get(f)}" for f in diff[:4]),
             )
         link.agent_version, link.acked, link.last_push = res.version, plan, time.monotonic()
-        if self.trace is not None:
-            self.trace.push(link.host.name, version, sent, res)
-        self.metrics.plans_pushed.inc()
+        self.metrics.plans_pushed.labels("whole" if base is None else "delta").inc()
         return True
 
     async def cycle(self, trigger: str = "period") -> CycleStats:

@@ -25,7 +25,10 @@ class CoordinatorMetrics:
             registry=r,
         )
         self.plans_pushed = Counter(
-            "grouper_coordinator_plans_pushed_total", "Plans pushed to agents", registry=r
+            "grouper_coordinator_plans_pushed_total",
+            "Plans acknowledged by agents, by how they went: whole, or as a delta",
+            ["form"],
+            registry=r,
         )
         self.agents_up = Gauge("grouper_coordinator_agents_up", "Agents answering", registry=r)
         self.agent_up = Gauge(

@@ -15,6 +15,7 @@ from coordinator.metrics import CoordinatorMetrics
 from grouper.cluster_config import load_cluster_config
 from grouper.v1 import agent_pb2 as pb
 from tests.kernel.star_cluster import (
+    TTL,
     agents_on,
     config,
     expected_maps,
@@ -120,6 +121,10 @@ def test_lost_and_reordered_updates_cost_a_resync_and_nothing_else(star, tmp_pat
         assert held("h2") == want and held("h3") == {("B", "j"): 2}, "no progress lost"
         assert coord.seen["dropped"] >= 2 and coord.seen["reordered"] >= 2
         assert coord.seen["gaps"] >= 1, "a lost update was noticed as a gap"
+        pushed = coord.coord.metrics.registry.get_sample_value
+        assert pushed("grouper_coordinator_plans_pushed_total", {"form": "delta"}) > 0, (
+            "the plans after the first went as deltas"
+        )
     finally:
         coord.close()
         for a in agents.values():
@@ -173,6 +178,49 @@ def test_agent_and_coordinator_restarts_lose_no_stage(star, tmp_path):
         assert converged({"A": 4})
         report_progress(agents, "A", 11)  # A nearly done: its stage goes first again
         wait_for(lambda: converged({"A": 11}), 10, "the new coordinator following progress")
+    finally:
+        if coord.poll() is None:
+            coord.terminate()
+            coord.wait(timeout=10)
+        for a in agents.values():
+            if a.proc and a.proc.poll() is None:
+                a.stop()
+
+
+def test_a_coordinator_paused_past_plan_ttl_restores_the_kernels_with_whole_plans(
+    star, tmp_path
+):
+    """Agents drop their plans at plan_ttl while the coordinator is stopped (SIGSTOP);
+    when it resumes it still holds their version, so it sends deltas: each is refused
+    (need_full: no plan in force to patch), and the whole plan restores the kernel."""
+    path, addrs = config(star, tmp_path)
+    agents = agents_on(star, path, tmp_path)
+    log_path = tmp_path / "coordinator.log"
+    coord = subprocess.Popen(
+        [*GROUPER, "coordinator", "--config", str(path)],
+        cwd=ROOT, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    ns = dict(zip(HOSTS, star.hosts, strict=True))
+    try:
+        for a in agents.values():
+            a.start()
+        register_all(agents)
+        converged = _kernels(star, addrs)
+        wait_for(lambda: converged({}), 20, "the first plan in every kernel")
+        report_progress(agents, "A", 4)
+        wait_for(lambda: converged({"A": 4}), 10, "A's second stage planned")
+        coord.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(
+                lambda: all(nft_map(ns[h], "band_dport") == {} for h in HOSTS),
+                TTL + 5,
+                "every agent dropping its plan at plan_ttl",
+            )
+        finally:
+            coord.send_signal(signal.SIGCONT)
+        wait_for(lambda: converged({"A": 4}), 15, "the plans restored after the pause")
+        text = log_path.read_text()
+        assert "plan.base_version: delta on plan" in text and "whole" in text, text[-2000:]
     finally:
         if coord.poll() is None:
             coord.terminate()
