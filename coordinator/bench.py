@@ -77,11 +77,13 @@ class Fleet:
         self.changed = changed
         self.rng = np.random.default_rng(seed)
         self.seq = dict.fromkeys(self.states, 0)
+        self.version = dict.fromkeys(self.states, 0)  # the plan each agent holds
         self.out: dict[str, asyncio.Queue[bytes]] = {}
 
     def _update(self, host: str, full: bool, jobs: list[pb.JobState]) -> bytes:
         self.seq[host] += 1
-        up = pb.StateUpdate(host=host, epoch=7, seq=self.seq[host], full=full, jobs=jobs)
+        up = pb.StateUpdate(host=host, epoch=7, seq=self.seq[host], full=full, jobs=jobs,
+                            plan_version=self.version[host], priorities_active=True)  # fmt: skip
         return pb.SessionReply(update=up).SerializeToString()
 
     def progress(self) -> int:
@@ -108,8 +110,9 @@ class Fleet:
         async def read() -> None:
             async for raw in requests:
                 req = pb.SessionRequest.FromString(raw)
-                if req.HasField("plan"):
-                    res = pb.ApplyResult(applied=True, version=req.plan.version)
+                if req.HasField("plan"):  # applied as a real agent would: version in force
+                    self.version[host] = max(self.version[host], req.plan.version)
+                    res = pb.ApplyResult(applied=True, version=self.version[host])
                     q.put_nowait(pb.SessionReply(result=res).SerializeToString())
                 elif req.HasField("sync"):
                     q.put_nowait(self._update(host, True, list(self.states[host].values())))
