@@ -34,8 +34,8 @@ def plan_request(
         items, gone = sorted(plan.items()), []
     else:
         p.base_version = base_version
-        items = sorted((f, bd) for f, bd in plan.items() if base.get(f) != bd)
-        gone = sorted(f for f in base if f not in plan)
+        items = sorted(plan.items() - base.items())  # set algebra on the views, in C
+        gone = sorted(base.keys() - plan.keys())
     add, add_inbound = p.flows.add, p.inbound.add
     for f, (b, d) in items:
         inbound = _inbound_fields(f)

@@ -132,7 +132,6 @@ def _block(
     cj: Cojob, where: str, host_index: dict[str, int], known_survivors: bool,
     tables: FlowTables, used: dict[int, _FlowTable],
 ) -> _Block:  # fmt: skip
-    iters = cj.stage_iterations
     job_tables = []
     for j, job in enumerate(cj.jobs):
         key = id(job.flows)
@@ -142,12 +141,13 @@ def _block(
         used[key] = table
         job_tables.append(table)
     remaining = _remaining(cj, known_survivors)
+    job_weight = [job.weight for job in cj.jobs]
     # unfinished stages of this cojob become rows
     stage_ids, number, prev_of, started_at, weight = [], [], [], [], []
     a_rows, a_cols, a_vals = [], [], []
     prev = -1
-    for k in range(len(iters)):
-        if not any(rem[k] for rem in remaining):
+    for k, column in enumerate(zip(*remaining, strict=True)):  # each job's iterations in k
+        if not any(column):
             continue
         r = len(stage_ids)
         stage_ids.append(cj.stage_id(k))
@@ -157,19 +157,18 @@ def _block(
         if prev == -1 and math.isinf(started):
             started = cj.arrival  # the cojob's first unfinished stage is under way
         started_at.append(started)
-        weight.append(max(cj.jobs[j].weight for j, rem in enumerate(remaining) if rem[k]))
+        jobs = [j for j, x in enumerate(column) if x]
+        weight.append(max([job_weight[j] for j in jobs]))
         prev = r
-        for j, rem in enumerate(remaining):
-            if rem[k]:
-                a_rows.append(r)
-                a_cols.append(j)
-                a_vals.append(rem[k])
+        a_rows += [r] * len(jobs)
+        a_cols += jobs
+        a_vals += [column[j] for j in jobs]
     return _Block(
         cj,
         job_tables,
         [f"{cj.cojob_id}:{job.job_id}" for job in cj.jobs],
         [float(sum(rem)) for rem in remaining],
-        [job.weight for job in cj.jobs],
+        job_weight,
         _job_stages(cj, remaining, number),
         stage_ids,
         number,
