@@ -78,7 +78,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from topologies.calibrate import calibrate
+    from grouper.calibrate import calibrate
 
     return calibrate(args)
 

@@ -1,5 +1,5 @@
-"""``grouper calibrate``: measure the contention model on the emulated fabric, or
-(``--config``) between a cluster's real hosts through their agents (``coordinator.probes``).
+"""The calibration's measurement on the emulated fabric (the command is
+``grouper.calibrate``; between real hosts it is ``coordinator.probes``).
 
 As Wang et al. did on their 10 GbE cluster (Section III-A, Fig. 2): ``k`` ring
 all-reduces of ``M`` bytes between the same two hosts, all at once, for k = 1..8 and a
@@ -17,20 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from common import wire
-from common.errors import ConfigError
-from common.output import table, write_json
-from pda.calibration import Fit, Sample, fit_contention
+from pda.calibration import Sample
 from pda.model import Cojob, Job
-from pda.priorities import QueueConfig
-from topologies.commands import load_experiment, spec_of
 from topologies.leafspine import Fabric, LeafSpine
 from trafficgen.netns import NetnsThread
 from trafficgen.replay import Hosts, JobRunner
@@ -124,107 +116,3 @@ def measure(
             t.close()
         fabric.stop()
     return samples
-
-
-def _pair(names: list[str], text: str | None, default: tuple[str, str]) -> tuple[str, str]:
-    if text is None:
-        return default
-    pair = tuple(x.strip() for x in text.split(","))
-    if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(names):
-        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-        raise ConfigError("--hosts", f"two different hosts of {shown}; got {text!r}")
-    return pair  # type: ignore[return-value]
-
-
-def _on_fabric(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
-    if os.geteuid() != 0:
-        raise ConfigError("calibrate", "needs root (Mininet, namespaces, qdiscs)")
-    if not shutil.which("mnexec"):
-        raise ConfigError("calibrate", "Mininet is not installed (apt-get install mininet)")
-    experiment = args.experiment or "builtin:small"
-    spec = spec_of(load_experiment(experiment), QueueConfig())
-    names = spec.host_names
-    # default: across the fabric, first host of the first and of the last leaf
-    pair = _pair(names, args.hosts, (names[0], names[-spec.hosts_per_leaf]))
-    star = args.pattern == "star"
-    samples = measure(spec, pair, sizes, args.max_k, args.reps, star)
-    return {"experiment": experiment, "hosts": list(pair), "link_mbps": spec.mbps}, samples
-
-
-def _on_hosts(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
-    from coordinator import probes
-    from grouper.cluster_config import load_cluster_config
-
-    if args.experiment is not None:
-        raise ConfigError("--experiment", "not with --config: the config's hosts are measured")
-    cfg = load_cluster_config(args.config)
-    names = [h.name for h in cfg.hosts]
-    if len(names) < 2:
-        raise ConfigError("hosts", "calibration needs two hosts in the config")
-    pair = _pair(names, args.hosts, (names[0], names[-1]))
-    star = args.pattern == "star"
-    ks = range(1, args.max_k + 1)
-    plan = [(m, task_pairs(names, pair, k, star), rounds(k, args.reps)) for m in sizes for k in ks]
-    samples = probes.measure(cfg, plan)
-    listener = plan[0][1][0][1]
-    about = {"config": args.config, "cluster": cfg.cluster, "hosts": list(pair)}
-    return about | {"link_mbps": cfg.host(listener).link_mbps}, samples
-
-
-def calibrate(args: object) -> int:
-    if args.write:
-        from grouper.cluster_config import load_cluster_config
-
-        load_cluster_config(args.write)  # refuse a bad file before measuring
-    sizes = [float(x) * 1e6 for x in args.sizes.split(",") if x.strip()]
-    if len(set(sizes)) < 2 or min(sizes) <= 0:
-        raise ConfigError("--sizes", f"two or more positive sizes in MB, got {args.sizes!r}")
-    about, samples = (_on_hosts if args.config else _on_fabric)(args, sizes)
-    fit = fit_contention(samples)
-    out = Path(args.out or tempfile.mkdtemp(prefix="grouper-calibrate-"))
-    from topologies.calibrate_report import plot_fit, write_admission
-
-    pair = about["hosts"]
-    title = f"{about.get('experiment') or about['cluster']} {pair[0]}-{pair[1]}"
-    files = [str(plot_fit(fit, out / "contention.png", title))]
-    if args.write:
-        write_admission(Path(args.write), fit.model)
-    m = fit.model
-    mbps = about["link_mbps"]
-    result = about | {
-        "pattern": args.pattern,
-        "a": m.a,
-        "b": m.b,
-        "eta": m.eta,
-        # 1 / b over the host link's rate: what the simulator's links move payload at
-        # when it is given these constants (simulate / emulate --config)
-        "goodput": min(1.0, 8 / (m.b * mbps * 1e6)),
-        "raw": dict(zip(("a", "b", "eta"), fit.raw, strict=True)),
-        "share_threshold": m.share_threshold,
-        "rms_relative_residual": fit.rms_relative,
-        "max_relative_residual": fit.max_relative,
-        "samples": list(fit.residuals),
-        "files": files,
-        "written": args.write,
-    }
-    write_json(result, args.json)
-    if args.json != "-":
-        _print(fit, pair, files, args.write)
-        print(f"goodput {result['goodput']:.3f} of the {mbps:g} Mbit/s host links")
-    return 0
-
-
-def _print(fit: Fit, pair: tuple[str, str], files: list[str], written: str | None) -> None:
-    rows = [
-        [r["k"], f"{r['bytes'] / 1e6:g}", f"{r['measured'] * 1e3:.1f}",
-         f"{r['predicted'] * 1e3:.1f}", f"{r['relative'] * 100:+.1f}%"]
-        for r in fit.residuals
-    ]  # fmt: skip
-    print(table(rows, ["k", "M (MB)", "measured ms", "model ms", "residual"]))
-    m = fit.model
-    print(
-        f"{pair[0]}-{pair[1]}: a = {m.a:.4g} s, b = {m.b:.4g} s/B, eta = {m.eta:.4g} s/B "
-        f"(share threshold {m.share_threshold:.3f}); residuals rms "
-        f"{fit.rms_relative * 100:.1f}%, max {fit.max_relative * 100:.1f}%"
-    )
-    print(f"plot: {files[0]}" + (f"; written to {written}" if written else ""))
