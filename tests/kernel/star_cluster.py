@@ -4,8 +4,10 @@ should hold)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import grpc
 import yaml
@@ -17,7 +19,7 @@ from pda.model import Cojob, FlowSpec, Job
 from pda.policies import host_plans, schedule
 from pda.priorities import QueueConfig
 from pda.snapshot import build_snapshot
-from tests.netns import AgentProc, NetStar
+from tests.netns import GROUPER, ROOT, AgentProc, NetStar
 
 PERIOD, TTL, TIMEOUT = 0.5, 3.0, 1.5
 METRICS = 19100
@@ -153,3 +155,22 @@ def metric(name: str) -> float | None:
         if line.startswith(name + " "):
             return float(line.split()[-1])
     return None
+
+
+def start_coordinator(path: Path, log: Path) -> subprocess.Popen:
+    """The coordinator daemon on the star's config, its output appended to ``log``."""
+    out = log.open("a")
+    return subprocess.Popen(
+        [*GROUPER, "coordinator", "--config", str(path)],
+        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def stop_all(coord: subprocess.Popen, agents: dict[str, AgentProc]) -> None:
+    """End what a test started, by pid: the coordinator, then every agent still up."""
+    if coord.poll() is None:
+        coord.terminate()
+        coord.wait(timeout=10)
+    for a in agents.values():
+        if a.proc and a.proc.poll() is None:
+            a.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 
 from agent.kernel.layout import BandLayout
@@ -15,10 +14,12 @@ from tests.kernel.star_cluster import (
     expected_maps,
     metric,
     register_all,
+    start_coordinator,
+    stop_all,
     version,
     wait_for,
 )
-from tests.netns import GROUPER, ROOT, nft_map, root_qdisc
+from tests.netns import nft_map, root_qdisc
 
 
 def test_coordinator_serves_agents_survives_failures(star, tmp_path):
@@ -27,13 +28,7 @@ def test_coordinator_serves_agents_survives_failures(star, tmp_path):
     for a in agents.values():
         a.start()
     register_all(agents)
-    log = (tmp_path / "coordinator.log").open("w")
-    coord = subprocess.Popen(
-        [*GROUPER, "coordinator", "--config", str(path)],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    coord = start_coordinator(path, tmp_path / "coordinator.log")
     try:
         ns = dict(zip(["h1", "h2", "h3"], star.hosts, strict=True))
         layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
@@ -79,9 +74,4 @@ def test_coordinator_serves_agents_survives_failures(star, tmp_path):
             )
         assert time.monotonic() - t_dead >= TTL - 1.5
     finally:
-        if coord.poll() is None:
-            coord.terminate()
-            coord.wait(timeout=10)
-        for a in agents.values():
-            if a.proc and a.proc.poll() is None:
-                a.stop()
+        stop_all(coord, agents)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import threading
 
 from agent.kernel.layout import BandLayout
@@ -21,10 +20,12 @@ from tests.kernel.star_cluster import (
     expected_maps,
     register_all,
     report_progress,
+    start_coordinator,
+    stop_all,
     version,
     wait_for,
 )
-from tests.netns import GROUPER, ROOT, nft_map, root_qdisc
+from tests.netns import nft_map, root_qdisc
 
 HOSTS = ["h1", "h2", "h3"]
 
@@ -135,17 +136,8 @@ def test_lost_and_reordered_updates_cost_a_resync_and_nothing_else(star, tmp_pat
 def test_agent_and_coordinator_restarts_lose_no_stage(star, tmp_path):
     path, addrs = config(star, tmp_path)
     agents = agents_on(star, path, tmp_path)
-    log = (tmp_path / "coordinator.log").open("w")
-
-    def coordinator() -> subprocess.Popen:
-        return subprocess.Popen(
-            [*GROUPER, "coordinator", "--config", str(path)],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-    coord = coordinator()
+    log = tmp_path / "coordinator.log"
+    coord = start_coordinator(path, log)
     try:
         for a in agents.values():
             a.start()
@@ -169,7 +161,7 @@ def test_agent_and_coordinator_restarts_lose_no_stage(star, tmp_path):
         before = {h: version(a) for h, a in agents.items()}
         coord.kill()
         coord.wait(timeout=10)
-        coord = coordinator()
+        coord = start_coordinator(path, log)
         wait_for(
             lambda: all(version(a) > before[h] for h, a in agents.items()),
             10,
@@ -179,27 +171,17 @@ def test_agent_and_coordinator_restarts_lose_no_stage(star, tmp_path):
         report_progress(agents, "A", 11)  # A nearly done: its stage goes first again
         wait_for(lambda: converged({"A": 11}), 10, "the new coordinator following progress")
     finally:
-        if coord.poll() is None:
-            coord.terminate()
-            coord.wait(timeout=10)
-        for a in agents.values():
-            if a.proc and a.proc.poll() is None:
-                a.stop()
+        stop_all(coord, agents)
 
 
-def test_a_coordinator_paused_past_plan_ttl_restores_the_kernels_with_whole_plans(
-    star, tmp_path
-):
+def test_a_coordinator_paused_past_plan_ttl_restores_the_kernels_with_whole_plans(star, tmp_path):
     """Agents drop their plans at plan_ttl while the coordinator is stopped (SIGSTOP);
     when it resumes it still holds their version, so it sends deltas: each is refused
     (need_full: no plan in force to patch), and the whole plan restores the kernel."""
     path, addrs = config(star, tmp_path)
     agents = agents_on(star, path, tmp_path)
     log_path = tmp_path / "coordinator.log"
-    coord = subprocess.Popen(
-        [*GROUPER, "coordinator", "--config", str(path)],
-        cwd=ROOT, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    coord = start_coordinator(path, log_path)
     ns = dict(zip(HOSTS, star.hosts, strict=True))
     try:
         for a in agents.values():
@@ -222,9 +204,4 @@ def test_a_coordinator_paused_past_plan_ttl_restores_the_kernels_with_whole_plan
         text = log_path.read_text()
         assert "plan.base_version: delta on plan" in text and "whole" in text, text[-2000:]
     finally:
-        if coord.poll() is None:
-            coord.terminate()
-            coord.wait(timeout=10)
-        for a in agents.values():
-            if a.proc and a.proc.poll() is None:
-                a.stop()
+        stop_all(coord, agents)
