@@ -109,9 +109,9 @@ class Prober:
             try:
                 async with asyncio.timeout(RUN_LIMIT):
                     if listening:
-                        streams = await _accept(listening.socks)
+                        await _accept(listening.socks, streams)
                     else:
-                        streams = await _connect(peer, ports)
+                        await _connect(peer, ports, streams)
                     return await _rounds(streams, int(size) // 2, rounds)
             finally:
                 if listening:
@@ -135,22 +135,25 @@ def _close(socks: list[socket.socket]) -> None:
         s.close()
 
 
-async def _accept(socks: list[socket.socket]) -> Streams:
+async def _accept(socks: list[socket.socket], out: Streams) -> None:
+    """Accept one connection on each socket into ``out`` (the caller closes what is
+    there, whatever happens)."""
     loop = asyncio.get_running_loop()
-    out: Streams = []
     async with asyncio.timeout(ACCEPT_TIMEOUT):
         for s in socks:
             conn, _ = await loop.sock_accept(s)
-            out.append(await asyncio.open_connection(sock=conn))
-    return out
+            try:
+                out.append(await asyncio.open_connection(sock=conn))
+            except BaseException:
+                conn.close()
+                raise
 
 
-async def _connect(peer: str, ports: list[int]) -> Streams:
-    out: Streams = []
+async def _connect(peer: str, ports: list[int], out: Streams) -> None:
+    """Connect to each of ``peer``'s ports, into ``out`` (closed by the caller)."""
     async with asyncio.timeout(ACCEPT_TIMEOUT):
         for port in ports:
             out.append(await asyncio.open_connection(peer, port))
-    return out
 
 
 async def _rounds(streams: Streams, chunk: int, rounds: int) -> list[float]:

@@ -80,9 +80,11 @@ def test_calibrate_with_config_runs_the_traffic_through_the_hosts_agents(tmp_pat
              "--out", str(tmp_path / "plot"), *args],
             cwd=ROOT, check=True, timeout=240,
         )  # fmt: skip
+        # two rounds (six for k = 1): with one, two slow k = 1 rounds of three once
+        # made 0.25 MB slower than 0.5 MB, and the fit refused b < 0 (exit 2)
         star = subprocess.run(
             [*GROUPER, "calibrate", "--config", str(emu.config), "--pattern", "star",
-             "--sizes", "0.25,0.5", "--max-k", "2", "--reps", "1", "--json", "-"],
+             "--sizes", "0.25,0.5", "--max-k", "2", "--reps", "2", "--json", "-"],
             cwd=ROOT, capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         logs = "".join((emu.work / f"{h}-agent.log").read_text() for h in ("h1", "h4"))

@@ -126,3 +126,18 @@ def test_calibrate_with_config_names_the_agent_that_does_not_answer(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--config: listen with k=1" in lines[0], r.stderr
     assert "UNAVAILABLE" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_a_sender_that_connects_to_only_some_ports_leaves_no_connection_open(monkeypatch):
+    monkeypatch.setattr(probe, "ACCEPT_TIMEOUT", 1.0)
+    a = Prober(LO)
+    token, ports = a.listen(2)
+    held = socket.create_connection((LO, ports[0]), timeout=2)  # the second never comes
+    try:
+        with pytest.raises(TimeoutError):
+            asyncio.run(a.run(token, "", [], 1e4, 1))
+        held.settimeout(2)
+        assert held.recv(1) == b"", "the accepted connection was closed"
+    finally:
+        held.close()
+    assert not a._listening
