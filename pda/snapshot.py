@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 from scipy import sparse
@@ -60,22 +59,17 @@ class Snapshot:
 
 
 class FlowTables:
-    """Memo of what a snapshot computes from each cojob alone, across snapshots.
+    """Memo of each job's flows as arrays, across snapshots.
 
-    A cojob's part (:class:`_Block`: its jobs' flows as arrays, remaining iterations,
-    unfinished stages and their loads, in local indices) is keyed by the identity of the
-    :class:`Cojob` object and holds it; callers that keep unchanged cojobs as the same
-    objects (the coordinator's merger, the simulator) pay only for the cojobs that
-    changed. Flow arrays are also keyed by each job's ``flows`` tuple, so a job rebuilt
-    around the same flows (progress) converts them once. Entries not used by the last
-    snapshot are dropped; another host list or view starts afresh.
+    Keyed by the identity of a job's ``flows`` tuple (held, so the id stays unique):
+    callers that rebuild a job around the same flows (progress: the coordinator's
+    merger, the simulator) convert its flows once. Entries not used by the last
+    snapshot are dropped; another host list starts afresh.
     """
 
     def __init__(self) -> None:
         self.hosts: tuple[str, ...] = ()
-        self.known_survivors: bool | None = None
         self.entries: dict[int, _FlowTable] = {}
-        self.blocks: dict[int, _Block] = {}
 
 
 @dataclass
@@ -84,26 +78,6 @@ class _FlowTable:
     src: np.ndarray
     dst: np.ndarray
     nbytes: np.ndarray
-
-
-@dataclass
-class _Block:
-    """One cojob's rows, in local indices (stage rows and jobs of this cojob only)."""
-
-    cojob: Cojob  # held so its id stays unique while cached
-    tables: list[_FlowTable]
-    job_ids: list[str]
-    job_rem_iters: list[float]
-    job_weight: list[float]
-    job_stage: list[int]  # local stage row of the current stage, or -1
-    stage_ids: list[str]
-    stage_number: list[int]
-    stage_prev: list[int]  # local, or -1
-    stage_started: list[float]
-    stage_weight: list[float]
-    a_rows: list[int]  # local stage row
-    a_cols: list[int]  # local job
-    a_vals: list[float]
 
 
 def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> _FlowTable:
@@ -128,92 +102,63 @@ def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> _FlowTa
     )
 
 
-def _block(
-    cj: Cojob, where: str, host_index: dict[str, int], known_survivors: bool,
-    tables: FlowTables, used: dict[int, _FlowTable],
-) -> _Block:  # fmt: skip
-    job_tables = []
-    for j, job in enumerate(cj.jobs):
-        key = id(job.flows)
-        table = used.get(key) or tables.entries.get(key)
-        if table is None:
-            table = _flow_table(job.flows, host_index, f"{where}.jobs[{j}]")
-        used[key] = table
-        job_tables.append(table)
-    remaining = _remaining(cj, known_survivors)
-    job_weight = [job.weight for job in cj.jobs]
-    # unfinished stages of this cojob become rows
-    stage_ids, number, prev_of, started_at, weight = [], [], [], [], []
-    a_rows, a_cols, a_vals = [], [], []
-    prev = -1
-    for k, column in enumerate(zip(*remaining, strict=True)):  # each job's iterations in k
-        if not any(column):
-            continue
-        r = len(stage_ids)
-        stage_ids.append(cj.stage_id(k))
-        number.append(k + 1)
-        prev_of.append(prev)
-        started = cj.stage_started[k] if k < len(cj.stage_started) else math.inf
-        if prev == -1 and math.isinf(started):
-            started = cj.arrival  # the cojob's first unfinished stage is under way
-        started_at.append(started)
-        jobs = [j for j, x in enumerate(column) if x]
-        weight.append(max([job_weight[j] for j in jobs]))
-        prev = r
-        a_rows += [r] * len(jobs)
-        a_cols += jobs
-        a_vals += [column[j] for j in jobs]
-    return _Block(
-        cj,
+@dataclass
+class _Columns:
+    """Every cojob's stages and every job, flattened in cojob order (one Python pass)."""
+
+    stage_its: np.ndarray  # (C,) iterations of each cojob stage, C = all cojobs' stages
+    stage_started: np.ndarray  # (C,) inf when not started
+    n_stages: np.ndarray  # (G,)
+    n_jobs: np.ndarray  # (G,)
+    barrier: np.ndarray  # (G,) bool
+    arrival: np.ndarray  # (G,)
+    job_done: np.ndarray  # (J,) iterations done, at least 0
+    job_runs: np.ndarray  # (J,) stages the job runs in this view
+    job_weight: np.ndarray  # (J,)
+    tables: list[_FlowTable]  # (J,)
+
+
+def _columns(
+    cojobs: list[Cojob] | tuple[Cojob, ...], host_index: dict[str, int], known_survivors: bool,
+    tables: FlowTables,
+) -> _Columns:  # fmt: skip
+    used: dict[int, _FlowTable] = {}
+    seen: set[str] = set()
+    its: list[int] = []
+    started: list[float] = []
+    done, runs, job_tables = [], [], []
+    for g, cj in enumerate(cojobs):
+        if cj.cojob_id in seen:
+            raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cj.cojob_id!r}")
+        seen.add(cj.cojob_id)
+        k = len(cj.stage_iterations)
+        its += cj.stage_iterations
+        st = cj.stage_started[:k]
+        started += st
+        started += (math.inf,) * (k - len(st))
+        for j, job in enumerate(cj.jobs):
+            key = id(job.flows)
+            table = used.get(key) or tables.entries.get(key)
+            if table is None:
+                table = _flow_table(job.flows, host_index, f"cojobs[{g}].jobs[{j}]")
+            used[key] = table
+            job_tables.append(table)
+            done.append(job.done)
+            runs.append(job.stages if known_survivors and job.stages is not None else k)
+    tables.entries = used
+    jobs = [job for cj in cojobs for job in cj.jobs]
+    return _Columns(
+        np.asarray(its, dtype=np.int64),
+        np.asarray(started, dtype=float),
+        np.fromiter((len(cj.stage_iterations) for cj in cojobs), np.int64, len(cojobs)),
+        np.fromiter((len(cj.jobs) for cj in cojobs), np.int64, len(cojobs)),
+        np.fromiter((cj.barrier for cj in cojobs), bool, len(cojobs)),
+        np.fromiter((cj.arrival for cj in cojobs), float, len(cojobs)),
+        np.maximum(np.asarray(done, dtype=np.int64), 0),
+        np.asarray(runs, dtype=np.int64),
+        np.fromiter((job.weight for job in jobs), float, len(jobs)),
         job_tables,
-        [f"{cj.cojob_id}:{job.job_id}" for job in cj.jobs],
-        [float(sum(rem)) for rem in remaining],
-        job_weight,
-        _job_stages(cj, remaining, number),
-        stage_ids,
-        number,
-        prev_of,
-        started_at,
-        weight,
-        a_rows,
-        a_cols,
-        a_vals,
     )
-
-
-def _remaining(cj: Cojob, known_survivors: bool) -> list[list[int]]:
-    """Iterations every job has left in every stage (0 in stages it will not run, when
-    the view knows)."""
-    bounds = []
-    end = 0
-    for it in cj.stage_iterations:
-        bounds.append((end, end + it))
-        end += it
-    out = []
-    for job in cj.jobs:
-        runs = len(bounds)
-        if known_survivors and job.stages is not None:
-            runs = job.stages
-        done = max(0, job.done)
-        out.append([
-            max(0, min(hi - max(done, lo), hi - lo)) if k < runs else 0
-            for k, (lo, hi) in enumerate(bounds)
-        ])  # fmt: skip
-    return out
-
-
-def _job_stages(cj: Cojob, remaining: list[list[int]], number: list[int]) -> list[int]:
-    """Local row of the stage each job is in, -1 for jobs with nothing left. With the
-    barrier, every job with work left is in the cojob's current stage: one that
-    finished its iterations of it waits there and sends nothing, so the next stage must
-    not take a band before the barrier lifts; without it, a job is in the first stage
-    it has iterations left in."""
-    if cj.barrier:
-        return [0 if number and any(rem) else -1 for rem in remaining]
-    row_of = {n - 1: r for r, n in enumerate(number)}
-    return [
-        row_of[next(k for k, it in enumerate(rem) if it)] if any(rem) else -1 for rem in remaining
-    ]
 
 
 def build_snapshot(
@@ -229,8 +174,8 @@ def build_snapshot(
     stages after it (offline view); otherwise every job is assumed to run all remaining
     stages (the online assumption of the grouper paper, Section IV-C).
 
-    Each cojob's part is computed alone (:func:`_block`, memoized in ``tables``) and
-    the parts are put together with offsets; the loads are then sparse-matrix algebra:
+    One Python pass gathers the cojobs' stages and jobs into arrays; the rest is array
+    algebra over all (job, stage) pairs at once, and the loads are sparse products:
     ``stage_loads = A @ job_iter_loads`` where ``A[row, j]`` is the iterations job
     ``j`` still has in the stage of that row.
     """
@@ -238,53 +183,131 @@ def build_snapshot(
     host_index = {h: i for i, h in enumerate(hosts)}
     if len(host_index) != len(hosts):
         raise ConfigError("hosts", "duplicate host names")
-    nh = len(hosts)
     tables = tables or FlowTables()
-    if tables.hosts != hosts or tables.known_survivors != known_survivors:
-        tables.hosts, tables.known_survivors, tables.entries, tables.blocks = (
-            hosts, known_survivors, {}, {})  # fmt: skip
-    used: dict[int, _FlowTable] = {}
-    blocks: dict[int, _Block] = {}
-    parts: list[_Block] = []
-    seen_cojobs: set[str] = set()
-    for g, cj in enumerate(cojobs):
-        if cj.cojob_id in seen_cojobs:
-            raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cj.cojob_id!r}")
-        seen_cojobs.add(cj.cojob_id)
-        block = tables.blocks.get(id(cj))
-        if block is None:
-            block = _block(cj, f"cojobs[{g}]", host_index, known_survivors, tables, used)
-        else:
-            for t in block.tables:
-                used[id(t.flows)] = t
-        blocks[id(cj)] = block
-        parts.append(block)
-    tables.entries, tables.blocks = used, blocks
-    return _assemble(cojobs, hosts, parts, nh)
+    if tables.hosts != hosts:
+        tables.hosts, tables.entries = hosts, {}
+    cols = _columns(cojobs, host_index, known_survivors, tables)
+    g_of_job = np.repeat(np.arange(len(cojobs), dtype=np.int64), cols.n_jobs)
+    st = _stage_rows(cols, g_of_job)
+    job_iter, flows = _flow_loads(cols.tables, len(hosts))
+    fj, fs, fd, fb = flows
+    nj, ns = len(cols.job_done), len(st.cs)
+    a = sparse.csr_matrix((st.a_vals, (st.a_rows, st.a_cols)), shape=(ns, nj))
+    stage_loads = (a @ job_iter).tocsr()
+    stage_loads.sum_duplicates()
+    remote = fs != fd
+    per_iter_sent = np.bincount(fj[remote], weights=fb[remote], minlength=nj)
+    cids = [c.cojob_id for c in cojobs]
+    g_list, n_list = st.cojob.tolist(), (st.number).tolist()
+    return Snapshot(
+        hosts=hosts,
+        cojob_ids=cids,
+        cojob_arrival=cols.arrival,
+        stage_ids=[f"{cids[g]}/{n}" for g, n in zip(g_list, n_list, strict=True)],
+        stage_cojob=st.cojob,
+        stage_number=st.number,
+        stage_prev=st.prev,
+        stage_started=st.started,
+        stage_loads=stage_loads,
+        stage_weight=st.weight,
+        job_ids=[f"{c.cojob_id}:{job.job_id}" for c in cojobs for job in c.jobs],
+        job_cojob=g_of_job,
+        job_stage=st.job_stage,
+        job_iter_loads=job_iter,
+        job_remaining=per_iter_sent * st.job_rem_iters,
+        job_weight=cols.job_weight,
+        flow_job=fj,
+        flow_src=fs,
+        flow_dst=fd,
+        flow_bytes=fb,
+    )
 
 
-def _assemble(
-    cojobs: list[Cojob] | tuple[Cojob, ...], hosts: tuple[str, ...], parts: list[_Block], nh: int
-) -> Snapshot:
-    """Put the cojobs' parts together: local rows and jobs shifted by their offsets."""
-    ns_of = np.asarray([len(b.stage_ids) for b in parts], dtype=np.int64)
-    nj_of = np.asarray([len(b.job_ids) for b in parts], dtype=np.int64)
-    na_of = np.asarray([len(b.a_rows) for b in parts], dtype=np.int64)
-    s0 = np.cumsum(ns_of) - ns_of
-    j0 = np.cumsum(nj_of) - nj_of
-    g_idx = np.arange(len(parts), dtype=np.int64)
+@dataclass
+class _Stages:
+    cs: np.ndarray  # (S,) cojob-stage index of each unfinished stage row
+    cojob: np.ndarray
+    number: np.ndarray
+    prev: np.ndarray
+    started: np.ndarray
+    weight: np.ndarray
+    job_stage: np.ndarray  # (J,)
+    job_rem_iters: np.ndarray  # (J,)
+    a_rows: np.ndarray
+    a_cols: np.ndarray
+    a_vals: np.ndarray
 
-    def shifted(local: np.ndarray, offset: np.ndarray) -> np.ndarray:
-        return np.where(local >= 0, local + offset, -1)
 
-    stage_prev = shifted(_flat([b.stage_prev for b in parts], np.int64), np.repeat(s0, ns_of))
-    job_stage = shifted(_flat([b.job_stage for b in parts], np.int64), np.repeat(s0, nj_of))
-    a_rows = _flat([b.a_rows for b in parts], np.int64) + np.repeat(s0, na_of)
-    a_cols = _flat([b.a_cols for b in parts], np.int64) + np.repeat(j0, na_of)
-    a_vals = _flat([b.a_vals for b in parts], float)
-    job_tables = [t for b in parts for t in b.tables]
-    nj, ns = int(nj_of.sum()), int(ns_of.sum())
+def _stage_rows(cols: _Columns, g_of_job: np.ndarray) -> _Stages:
+    """The unfinished stages (rows, cojob by cojob, stage by stage) and the iterations
+    each job has left in each, over all (job, stage of its cojob) pairs at once."""
+    n_st, its = cols.n_stages, cols.stage_its
+    cs0 = np.cumsum(n_st) - n_st  # each cojob's first stage in the flat stage arrays
+    g_of_cs = np.repeat(np.arange(len(n_st), dtype=np.int64), n_st)
+    k_of_cs = np.arange(len(its), dtype=np.int64) - cs0[g_of_cs]
+    hi = np.cumsum(its)
+    hi -= (hi - its)[cs0][g_of_cs]  # iterations through the end of each stage
+    lo = hi - its
+    # pairs: every job with every stage of its cojob, job by job
+    k_per_job = n_st[g_of_job]
+    job_of = np.repeat(np.arange(len(g_of_job), dtype=np.int64), k_per_job)
+    k_of = np.arange(len(job_of), dtype=np.int64) - np.repeat(
+        np.cumsum(k_per_job) - k_per_job, k_per_job
+    )
+    cs_of = cs0[g_of_job][job_of] + k_of
+    done = cols.job_done[job_of]
+    rem = np.clip(np.minimum(hi[cs_of] - np.maximum(done, lo[cs_of]), its[cs_of]), 0, None)
+    rem[k_of >= cols.job_runs[job_of]] = 0
+    left = np.flatnonzero(rem)
+    job_left, cs_left = job_of[left], cs_of[left]
+    rows_cs = np.flatnonzero(np.bincount(cs_left, minlength=len(its)))
+    row_of_cs = np.full(len(its), -1, dtype=np.int64)
+    row_of_cs[rows_cs] = np.arange(len(rows_cs), dtype=np.int64)
+    cojob = g_of_cs[rows_cs]
+    r = np.arange(len(rows_cs), dtype=np.int64)
+    prev = np.where((r > 0) & (cojob == np.roll(cojob, 1)), r - 1, -1)
+    started = cols.stage_started[rows_cs]
+    first = prev == -1
+    arrival_first = first & np.isinf(started)
+    started[arrival_first] = cols.arrival[cojob[arrival_first]]
+    weight = np.full(len(its), -np.inf)
+    np.maximum.at(weight, cs_left, cols.job_weight[job_left])
+    return _Stages(
+        rows_cs, cojob, k_of_cs[rows_cs] + 1, prev, started, weight[rows_cs],
+        _job_stage(cols, g_of_job, job_left, row_of_cs[cs_left], cojob, r, first),
+        np.bincount(job_of, weights=rem, minlength=len(g_of_job)),
+        row_of_cs[cs_left], job_left, rem[left].astype(float),
+    )  # fmt: skip
 
+
+def _job_stage(
+    cols: _Columns, g_of_job: np.ndarray, job_left: np.ndarray, row_left: np.ndarray,
+    cojob: np.ndarray, r: np.ndarray, first: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """Row of the stage each job is in, -1 for jobs with nothing left. With the barrier,
+    every job with work left is in the cojob's current stage: one that finished its
+    iterations of it waits there and sends nothing, so the next stage must not take a
+    band before the barrier lifts; without it, a job is in the first stage it has
+    iterations left in. ``job_left``/``row_left``: the (job, row) pairs with iterations
+    left, job by job and stage by stage."""
+    nj = len(g_of_job)
+    first_row = np.full(len(cols.n_stages), -1, dtype=np.int64)
+    first_row[cojob[first]] = r[first]
+    own = np.full(nj, -1, dtype=np.int64)
+    if len(job_left):
+        starts = np.flatnonzero(np.r_[True, job_left[1:] != job_left[:-1]])
+        own[job_left[starts]] = row_left[starts]
+    out = np.where(cols.barrier[g_of_job], first_row[g_of_job], own)
+    out[np.bincount(job_left, minlength=nj) == 0] = -1
+    return out
+
+
+def _flow_loads(
+    job_tables: list[_FlowTable], nh: int
+) -> tuple[sparse.csr_matrix, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Bytes per port of one iteration of each job, and every flow row (job, src, dst,
+    bytes)."""
+    nj = len(job_tables)
     fj = np.repeat(np.arange(nj, dtype=np.int64), [len(t.nbytes) for t in job_tables])
     fs = _concat([t.src for t in job_tables], np.int64)
     fd = _concat([t.dst for t in job_tables], np.int64)
@@ -295,37 +318,7 @@ def _assemble(
     vals = np.concatenate([fb[remote], fb[remote]])
     job_iter = sparse.csr_matrix((vals, (rows, cols)), shape=(nj, 2 * nh))
     job_iter.sum_duplicates()
-    a = sparse.csr_matrix((a_vals, (a_rows, a_cols)), shape=(ns, nj))
-    stage_loads = (a @ job_iter).tocsr()
-    stage_loads.sum_duplicates()
-    per_iter_sent = np.bincount(fj[remote], weights=fb[remote], minlength=nj)
-
-    return Snapshot(
-        hosts=hosts,
-        cojob_ids=[c.cojob_id for c in cojobs],
-        cojob_arrival=np.asarray([c.arrival for c in cojobs], dtype=float),
-        stage_ids=[s for b in parts for s in b.stage_ids],
-        stage_cojob=np.repeat(g_idx, ns_of),
-        stage_number=_flat([b.stage_number for b in parts], np.int64),
-        stage_prev=stage_prev,
-        stage_started=_flat([b.stage_started for b in parts], float),
-        stage_loads=stage_loads,
-        stage_weight=_flat([b.stage_weight for b in parts], float),
-        job_ids=[j for b in parts for j in b.job_ids],
-        job_cojob=np.repeat(g_idx, nj_of),
-        job_stage=job_stage,
-        job_iter_loads=job_iter,
-        job_remaining=per_iter_sent * _flat([b.job_rem_iters for b in parts], float),
-        job_weight=_flat([b.job_weight for b in parts], float),
-        flow_job=fj,
-        flow_src=fs,
-        flow_dst=fd,
-        flow_bytes=fb,
-    )
-
-
-def _flat(lists: list[list], dtype: type) -> np.ndarray:
-    return np.fromiter(chain.from_iterable(lists), dtype=dtype)
+    return job_iter, (fj, fs, fd, fb)
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
