@@ -54,6 +54,7 @@ class _Member:
 @dataclass
 class _CojobEntry:
     cojob: Cojob
+    members: list[_Member]  # in job id order
     builts: list[_Built]  # its jobs' flows, in member order
     ids: list[str]
     src: list[str]
@@ -69,8 +70,10 @@ class Merger:
         self.built: dict[JobKey, tuple[tuple[int, ...], _Built]] = {}  # by template ids
         self.members: dict[str, dict[str, _Member]] = {}  # cojob -> job -> member
         self.entries: dict[str, _CojobEntry] = {}
-        self.dirty_jobs: set[JobKey] = set()
+        self.dirty_jobs: set[JobKey] = set()  # their hosts, templates or ends changed
+        self.progressed: set[JobKey] = set()  # only the iterations done of some host
         self.dirty_cojobs: set[str] = set()
+        self.regrouped: set[str] = set()  # cojobs whose members changed (not only progress)
 
     def set_host(self, host: str, jobs: dict[JobKey, JobReport], changed: Iterable[JobKey]) -> None:
         """Take ``host``'s current report of each job in ``changed`` (absent: gone)."""
@@ -85,7 +88,11 @@ class Merger:
             elif group is None:
                 self.parts[key] = {host: r}
             else:
+                old = group.get(host)
                 group[host] = r
+                if old is not None and old.job is r.job and not (old.finished or r.finished):
+                    self.progressed.add(key)  # the same registration: only progress moved
+                    continue
             self.dirty_jobs.add(key)
 
     def touch(self, cojob_id: str) -> None:
@@ -95,11 +102,13 @@ class Merger:
     def model(self, stage_started: dict[tuple[str, int], float] | None = None) -> Model:
         for key in self.dirty_jobs:
             self._merge_job(key)
-        self.dirty_jobs = set()
+        for key in self.progressed - self.dirty_jobs:
+            self._progress_job(key)
+        self.dirty_jobs, self.progressed = set(), set()
         started = stage_started or {}
         for cid in self.dirty_cojobs:
             self._build_cojob(cid, started)
-        self.dirty_cojobs = set()
+        self.dirty_cojobs, self.regrouped = set(), set()
         order = sorted(self.entries.values(), key=lambda e: (e.cojob.arrival, e.cojob.cojob_id))
         return Model(
             self.hosts,
@@ -133,14 +142,31 @@ class Merger:
             if not jobs:
                 del self.members[cid]
         self.dirty_cojobs.add(cid)
+        self.regrouped.add(cid)
+
+    def _progress_job(self, key: JobKey) -> None:
+        """A job whose hosts only reported progress: its slowest host's count."""
+        cid, jid = key
+        member = self.members.get(cid, {}).get(jid)
+        if member is None:  # not scheduled (no flows between known hosts)
+            return
+        done = min([r.iterations_done for r in self.parts[key].values()])
+        if done != member.done:
+            member.done = done
+            self.dirty_cojobs.add(cid)
 
     def _build_cojob(self, cid: str, started_at: dict[tuple[str, int], float]) -> None:
         jobs = self.members.get(cid)
         if not jobs:
             self.entries.pop(cid, None)
             return
-        members = [jobs[j] for j in sorted(jobs)]
-        stages = max((m.template.stage_iterations for m in members), key=len)
+        old = self.entries.get(cid)
+        if old is not None and cid not in self.regrouped:  # the same members: progress
+            members, stages, arrival = old.members, old.cojob.stage_iterations, old.cojob.arrival
+        else:
+            members = [jobs[j] for j in sorted(jobs)]
+            stages = max((m.template.stage_iterations for m in members), key=len)
+            arrival = min(m.built.arrival for m in members)
         total = sum(stages)
         built_jobs = []
         for m in members:
@@ -151,9 +177,7 @@ class Merger:
                             compute_time=m.template.compute_time, done=done,
                             weight=m.template.weight)  # fmt: skip
             built_jobs.append(b.job)
-        started = tuple(started_at.get((cid, k + 1), math.inf) for k in range(len(stages)))
-        arrival = min(m.built.arrival for m in members)
-        old = self.entries.get(cid)
+        started = tuple([started_at.get((cid, k + 1), math.inf) for k in range(len(stages))])
         if (
             old is not None
             and (old.cojob.stage_iterations, old.cojob.arrival, old.cojob.stage_started)
@@ -161,7 +185,8 @@ class Merger:
             and len(old.cojob.jobs) == len(built_jobs)
             and all(a is b for a, b in zip(old.cojob.jobs, built_jobs, strict=True))
         ):
-            return  # the very same jobs: keep the object the snapshot caches know
+            old.members = members  # the very same jobs: keep the cojob object
+            return
         cojob = Cojob(cid, stages, tuple(built_jobs), arrival, started)
         builts = [m.built for m in members]
         if (
@@ -170,11 +195,12 @@ class Merger:
             and all(a is b for a, b in zip(old.builts, builts, strict=True))
         ):  # progress only: the same flow rows
             self.entries[cid] = _CojobEntry(
-                cojob, builts, old.ids, old.src, old.inbound_dst, old.inbound_key
+                cojob, members, builts, old.ids, old.src, old.inbound_dst, old.inbound_key
             )
             return
         self.entries[cid] = _CojobEntry(
             cojob,
+            members,
             builts,
             [i for b in builts for i in b.ids],
             [s for b in builts for s in b.src],
