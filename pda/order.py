@@ -106,7 +106,7 @@ def primal_dual_order(
     order, rho_at, port_at, min_w, min_w_all = order_loop(
         csc.indptr.astype(np.int64),
         csc.indices.astype(np.int32),
-        csc.data,
+        csc.data,  # csc is ours: the loop compacts its columns in place
         csr.indptr.astype(np.int64),
         csr.indices.astype(np.int32),
         csr.data,

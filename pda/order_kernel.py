@@ -95,6 +95,7 @@ def order_loop(
                 loaded_by[r_idx[k]] += 1
     rank = np.where(loaded_by > 0, port_load, -np.inf)
     t_idx, t_val, size = _tree_build(rank)
+    c_end = c_ptr[1:].copy()  # each column's entries of unplaced stages end here
     order = np.empty(n, dtype=np.int64)
     rho_at = np.zeros(n)
     port_at = np.full(n, -1, dtype=np.int64)
@@ -107,7 +108,7 @@ def order_loop(
             p = t_idx[1]
             if p >= len(port_load):
                 raise AssertionError("no candidate loads any port")
-            s, rho = _step(candidate, c_ptr, c_idx, c_val, w, tie_key, w_tol, p)
+            s, rho = _step(candidate, alive, c_ptr, c_end, c_idx, c_val, w, tie_key, w_tol, p)
         order[i], rho_at[i], port_at[i] = s, rho, p
         alive[s] = False
         candidate[s] = False
@@ -137,7 +138,9 @@ def order_loop(
 @njit(cache=True)
 def _step(
     candidate: np.ndarray,
+    alive: np.ndarray,
     c_ptr: np.ndarray,
+    c_end: np.ndarray,
     c_idx: np.ndarray,
     c_val: np.ndarray,
     w: np.ndarray,
@@ -147,24 +150,33 @@ def _step(
 ) -> tuple[int, float]:
     """Place on port ``p`` the candidate with the least ``w / load`` (the first one);
     among those that line 19 leaves within ``w_tol`` of 0, the largest tie key (the first
-    on equal keys). Lowers the weights of all stages loading ``p`` on the way (residues
-    within ``w_tol`` set to 0, so that they tie again)."""
+    on equal keys). Lowers the weights of all unplaced stages loading ``p`` on the way
+    (residues within ``w_tol`` set to 0, so that they tie again), and drops the placed
+    ones from the column, keeping its order (``c_idx``/``c_val`` are the caller's copies):
+    a column is read once per step it is the bottleneck, so it costs what is left."""
     best, rho = -1, np.inf
-    for k in range(c_ptr[p], c_ptr[p + 1]):
+    lo, hi = c_ptr[p], c_end[p]
+    for k in range(lo, hi):
         r = c_idx[k]
         if candidate[r]:
             ratio = w[r] / c_val[k]
             if best < 0 or ratio < rho:
                 best, rho = r, ratio
-    chosen, ties = best, 0
-    for k in range(c_ptr[p], c_ptr[p + 1]):
+    chosen, ties, out = best, 0, lo
+    for k in range(lo, hi):
         r = c_idx[k]
-        left = w[r] - rho * c_val[k]
+        if not alive[r]:
+            continue
+        v = c_val[k]
+        c_idx[out], c_val[out] = r, v
+        out += 1
+        left = w[r] - rho * v
         if candidate[r] and left <= w_tol:
             if ties == 0 or tie_key[r] > tie_key[chosen]:
                 chosen = r
             ties += 1
         w[r] = 0.0 if abs(left) <= w_tol else left
+    c_end[p] = out
     s = chosen if ties > 1 else best
     w[s] = 0.0
     return s, rho
