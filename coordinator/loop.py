@@ -180,6 +180,8 @@ class Coordinator:
                     self.trace.event(link.host.name, ev)
             if kick and self.cfg.scheduling.event_driven:
                 self.kick.set()
+        if link.state.dirty:  # merged as it comes, so that a cycle pays only for planning
+            self.merger.set_host(link.host.name, *link.state.take_dirty())
         self.ingest_s += time.perf_counter() - t0
         return verdict
 

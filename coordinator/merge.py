@@ -15,6 +15,7 @@ per set of validated templates (:class:`_Built`); unchanged cojobs keep their
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Iterable
@@ -74,6 +75,9 @@ class Merger:
         self.progressed: set[JobKey] = set()  # only the iterations done of some host
         self.dirty_cojobs: set[str] = set()
         self.regrouped: set[str] = set()  # cojobs whose members changed (not only progress)
+        self.restructured = False  # a cojob came, went or changed its flow rows
+        self.order: list[str] = []  # cojob ids by (arrival, id)
+        self.last: Model | None = None
 
     def set_host(self, host: str, jobs: dict[JobKey, JobReport], changed: Iterable[JobKey]) -> None:
         """Take ``host``'s current report of each job in ``changed`` (absent: gone)."""
@@ -109,15 +113,23 @@ class Merger:
         for cid in self.dirty_cojobs:
             self._build_cojob(cid, started)
         self.dirty_cojobs, self.regrouped = set(), set()
-        order = sorted(self.entries.values(), key=lambda e: (e.cojob.arrival, e.cojob.cojob_id))
-        return Model(
-            self.hosts,
-            [e.cojob for e in order],
-            list(chain.from_iterable(e.ids for e in order)),
-            list(chain.from_iterable(e.src for e in order)),
-            list(chain.from_iterable(e.inbound_dst for e in order)),
-            list(chain.from_iterable(e.inbound_key for e in order)),
-        )
+        entries = self.entries
+        last = self.last
+        if last is None or self.restructured:  # cojobs came, went or changed flows
+            self.order = sorted(entries, key=lambda c: (entries[c].cojob.arrival, c))
+            order = [entries[c] for c in self.order]
+            last = Model(
+                self.hosts,
+                [e.cojob for e in order],
+                list(chain.from_iterable(e.ids for e in order)),
+                list(chain.from_iterable(e.src for e in order)),
+                list(chain.from_iterable(e.inbound_dst for e in order)),
+                list(chain.from_iterable(e.inbound_key for e in order)),
+            )
+        else:  # progress only: the same flow rows (the same lists, which callers may key on)
+            last = dataclasses.replace(last, cojobs=[entries[c].cojob for c in self.order])
+        self.last, self.restructured = last, False
+        return last
 
     def _merge_job(self, key: JobKey) -> None:
         cid, jid = key
@@ -158,7 +170,8 @@ class Merger:
     def _build_cojob(self, cid: str, started_at: dict[tuple[str, int], float]) -> None:
         jobs = self.members.get(cid)
         if not jobs:
-            self.entries.pop(cid, None)
+            if self.entries.pop(cid, None) is not None:
+                self.restructured = True
             return
         old = self.entries.get(cid)
         if old is not None and cid not in self.regrouped:  # the same members: progress
@@ -198,6 +211,7 @@ class Merger:
                 cojob, members, builts, old.ids, old.src, old.inbound_dst, old.inbound_key
             )
             return
+        self.restructured = True
         self.entries[cid] = _CojobEntry(
             cojob,
             members,

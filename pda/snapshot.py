@@ -63,13 +63,19 @@ class FlowTables:
 
     Keyed by the identity of a job's ``flows`` tuple (held, so the id stays unique):
     callers that rebuild a job around the same flows (progress: the coordinator's
-    merger, the simulator) convert its flows once. Entries not used by the last
-    snapshot are dropped; another host list starts afresh.
+    merger, the simulator) convert its flows once, and a snapshot whose jobs all have
+    the same flows as the last one's, in the same order, reuses its flow loads whole.
+    Entries not used by the last snapshot are dropped; another host list starts afresh.
     """
 
     def __init__(self) -> None:
         self.hosts: tuple[str, ...] = ()
         self.entries: dict[int, _FlowTable] = {}
+        # the last snapshot's jobs (ids of their flows), their tables and flow loads:
+        # a snapshot whose jobs have the very same flows reuses them
+        self.keys: list[int] = []
+        self.job_tables: list[_FlowTable] = []
+        self.loads: tuple[sparse.csr_matrix, tuple[np.ndarray, ...]] | None = None
 
 
 @dataclass
@@ -115,18 +121,15 @@ class _Columns:
     job_done: np.ndarray  # (J,) iterations done, at least 0
     job_runs: np.ndarray  # (J,) stages the job runs in this view
     job_weight: np.ndarray  # (J,)
-    tables: list[_FlowTable]  # (J,)
 
 
 def _columns(
     cojobs: list[Cojob] | tuple[Cojob, ...], host_index: dict[str, int], known_survivors: bool,
     tables: FlowTables,
 ) -> _Columns:  # fmt: skip
-    used: dict[int, _FlowTable] = {}
     seen: set[str] = set()
     its: list[int] = []
     started: list[float] = []
-    done, runs, job_tables = [], [], []
     for g, cj in enumerate(cojobs):
         if cj.cojob_id in seen:
             raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cj.cojob_id!r}")
@@ -136,6 +139,37 @@ def _columns(
         st = cj.stage_started[:k]
         started += st
         started += (math.inf,) * (k - len(st))
+    jobs = [job for cj in cojobs for job in cj.jobs]
+    keys = [id(job.flows) for job in jobs]
+    if keys != tables.keys:  # other flows than the last snapshot's: look each job's up
+        tables.keys, tables.loads = keys, None
+        _job_tables(cojobs, host_index, tables)
+    n_stages = np.fromiter((len(cj.stage_iterations) for cj in cojobs), np.int64, len(cojobs))
+    n_jobs = np.fromiter((len(cj.jobs) for cj in cojobs), np.int64, len(cojobs))
+    runs = np.repeat(n_stages, n_jobs)
+    if known_survivors:
+        known = np.fromiter((-1 if j.stages is None else j.stages for j in jobs), np.int64)
+        runs = np.where(known >= 0, known, runs)
+    return _Columns(
+        np.asarray(its, dtype=np.int64),
+        np.asarray(started, dtype=float),
+        n_stages,
+        n_jobs,
+        np.fromiter((cj.barrier for cj in cojobs), bool, len(cojobs)),
+        np.fromiter((cj.arrival for cj in cojobs), float, len(cojobs)),
+        np.maximum(np.fromiter((job.done for job in jobs), np.int64, len(jobs)), 0),
+        runs,
+        np.fromiter((job.weight for job in jobs), float, len(jobs)),
+    )
+
+
+def _job_tables(
+    cojobs: list[Cojob] | tuple[Cojob, ...], host_index: dict[str, int], tables: FlowTables
+) -> None:
+    """Every job's flow table, from the memo or converted (and checked) now."""
+    used: dict[int, _FlowTable] = {}
+    job_tables = []
+    for g, cj in enumerate(cojobs):
         for j, job in enumerate(cj.jobs):
             key = id(job.flows)
             table = used.get(key) or tables.entries.get(key)
@@ -143,22 +177,7 @@ def _columns(
                 table = _flow_table(job.flows, host_index, f"cojobs[{g}].jobs[{j}]")
             used[key] = table
             job_tables.append(table)
-            done.append(job.done)
-            runs.append(job.stages if known_survivors and job.stages is not None else k)
-    tables.entries = used
-    jobs = [job for cj in cojobs for job in cj.jobs]
-    return _Columns(
-        np.asarray(its, dtype=np.int64),
-        np.asarray(started, dtype=float),
-        np.fromiter((len(cj.stage_iterations) for cj in cojobs), np.int64, len(cojobs)),
-        np.fromiter((len(cj.jobs) for cj in cojobs), np.int64, len(cojobs)),
-        np.fromiter((cj.barrier for cj in cojobs), bool, len(cojobs)),
-        np.fromiter((cj.arrival for cj in cojobs), float, len(cojobs)),
-        np.maximum(np.asarray(done, dtype=np.int64), 0),
-        np.asarray(runs, dtype=np.int64),
-        np.fromiter((job.weight for job in jobs), float, len(jobs)),
-        job_tables,
-    )
+    tables.entries, tables.job_tables = used, job_tables
 
 
 def build_snapshot(
@@ -185,11 +204,13 @@ def build_snapshot(
         raise ConfigError("hosts", "duplicate host names")
     tables = tables or FlowTables()
     if tables.hosts != hosts:
-        tables.hosts, tables.entries = hosts, {}
+        tables.hosts, tables.entries, tables.keys = hosts, {}, []
     cols = _columns(cojobs, host_index, known_survivors, tables)
     g_of_job = np.repeat(np.arange(len(cojobs), dtype=np.int64), cols.n_jobs)
     st = _stage_rows(cols, g_of_job)
-    job_iter, flows = _flow_loads(cols.tables, len(hosts))
+    if tables.loads is None:
+        tables.loads = _flow_loads(tables.job_tables, len(hosts))
+    job_iter, flows = tables.loads
     fj, fs, fd, fb = flows
     nj, ns = len(cols.job_done), len(st.cs)
     a = sparse.csr_matrix((st.a_vals, (st.a_rows, st.a_cols)), shape=(ns, nj))

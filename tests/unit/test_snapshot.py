@@ -111,6 +111,9 @@ cojob_st = st.tuples(
 )
 
 
+SHARED_TABLES = FlowTables()
+
+
 def _cojob(g: int, spec: tuple) -> Cojob:
     stages, jobs, started, barrier, arrival = spec
     built = tuple(
@@ -127,11 +130,12 @@ def _cojob(g: int, spec: tuple) -> Cojob:
 @given(specs=st.lists(cojob_st, min_size=0, max_size=5), known=st.booleans())
 def test_vectorized_snapshot_matches_the_loop_by_loop_reference(specs, known):
     """Every stage row, chain link, start time, weight, load and job stage agrees with a
-    plain loop over cojobs, stages and jobs, with and without the flow-table memo."""
+    plain loop over cojobs, stages and jobs, with and without the flow-table memo (one
+    memo across all examples too, so that it sees other jobs than last time)."""
     cojobs = [_cojob(g, s) for g, s in enumerate(specs)]
     ref = reference_snapshot(cojobs, HOSTS, known)
     tables = FlowTables()
-    for memo in (None, tables, tables):
+    for memo in (None, tables, tables, SHARED_TABLES, SHARED_TABLES):
         snap = build_snapshot(cojobs, HOSTS, known_survivors=known, tables=memo)
         assert snap.stage_ids == ref["stage_ids"]
         for name in ("stage_cojob", "stage_number", "stage_prev", "job_stage"):
