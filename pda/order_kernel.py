@@ -3,6 +3,9 @@
 Each step reads one port's column and one stage's row, so a step costs the nonzeros it
 touches; the bottleneck port comes from a segment tree over the ports that some
 candidate loads (lowest index on ties), kept in O(log ports) per changed port.
+The tree holds port indices only and ``rank`` holds the values (together about 400 KB
+at 20,000 ports, in cache). At 100,000 stages a tree of (index, value) pairs took
+1.18-1.38 s, this one 0.48-0.65 s (alternated runs in one process, the same order).
 Semantics are those documented in :mod:`pda.order`; ``tests/unit/pda_reference.py``
 keeps the plain-numpy loop the kernel is checked against.
 """
@@ -14,38 +17,43 @@ from numba import njit
 
 
 @njit(cache=True)
-def _tree_build(rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """A max segment tree: ``idx[k]`` the winning port under node ``k``, ``val[k]`` its
-    rank; the lower index wins a tie (``np.argmax``'s rule)."""
+def _tree_build(rank: np.ndarray) -> tuple[np.ndarray, int]:
+    """A max segment tree of port indices: ``idx[k]`` is the port winning under node
+    ``k`` by ``rank`` (the lower index on ties, ``np.argmax``'s rule), -1 below the
+    padding. Only indices are kept (int32): the tree and ``rank`` stay in cache."""
     size = 1
     while size < len(rank):
         size *= 2
-    idx = np.full(2 * size, len(rank), dtype=np.int64)
-    val = np.full(2 * size, -np.inf)
+    idx = np.full(2 * size, -1, dtype=np.int32)
     for p in range(len(rank)):
-        idx[size + p], val[size + p] = p, rank[p]
+        idx[size + p] = p
     for k in range(size - 1, 0, -1):
-        _pull(idx, val, k)
-    return idx, val, size
+        idx[k] = _winner(idx, rank, k)
+    return idx, size
 
 
 @njit(cache=True, inline="always")
-def _pull(idx: np.ndarray, val: np.ndarray, k: int) -> bool:
-    """Recompute node ``k`` from its children; False when it did not change."""
-    a, b = 2 * k, 2 * k + 1
-    w = b if val[b] > val[a] or (val[b] == val[a] and idx[b] < idx[a]) else a
-    if idx[k] == idx[w] and val[k] == val[w]:
-        return False
-    idx[k], val[k] = idx[w], val[w]
-    return True
+def _winner(idx: np.ndarray, rank: np.ndarray, k: int) -> int:
+    a, b = idx[2 * k], idx[2 * k + 1]
+    if b < 0:
+        return a
+    if a < 0:
+        return b
+    ra, rb = rank[a], rank[b]  # read once: the inline expression compiled to half the speed
+    return b if rb > ra or (rb == ra and b < a) else a
 
 
 @njit(cache=True)
-def _tree_set(idx: np.ndarray, val: np.ndarray, size: int, p: int, rank: float) -> None:
-    k = size + p
-    val[k] = rank
-    k //= 2
-    while k >= 1 and _pull(idx, val, k):  # an unchanged node leaves its ancestors as they are
+def _tree_set(idx: np.ndarray, rank: np.ndarray, size: int, p: int, value: float) -> None:
+    """Set port ``p``'s rank; a node whose winner stays another port leaves its
+    ancestors as they are."""
+    rank[p] = value
+    k = (size + p) // 2
+    while k >= 1:
+        w = _winner(idx, rank, k)
+        if w == idx[k] and w != p:
+            return
+        idx[k] = w
         k //= 2
 
 
@@ -94,7 +102,7 @@ def order_loop(
             for k in range(r_ptr[s], r_ptr[s + 1]):
                 loaded_by[r_idx[k]] += 1
     rank = np.where(loaded_by > 0, port_load, -np.inf)
-    t_idx, t_val, size = _tree_build(rank)
+    t_idx, size = _tree_build(rank)
     c_end = c_ptr[1:].copy()  # each column's entries of unplaced stages end here
     order = np.empty(n, dtype=np.int64)
     rho_at = np.zeros(n)
@@ -106,7 +114,7 @@ def order_loop(
             rho, p = 0.0, -1
         else:
             p = t_idx[1]
-            if p >= len(port_load):
+            if p < 0:
                 raise AssertionError("no candidate loads any port")
             s, rho = _step(candidate, alive, c_ptr, c_end, c_idx, c_val, w, tie_key, w_tol, p)
         order[i], rho_at[i], port_at[i] = s, rho, p
@@ -117,7 +125,7 @@ def order_loop(
             left = port_load[q] - r_val[k]
             port_load[q] = left if left >= eps else 0.0
             loaded_by[q] -= 1
-            _tree_set(t_idx, t_val, size, q, port_load[q] if loaded_by[q] > 0 else -np.inf)
+            _tree_set(t_idx, rank, size, q, port_load[q] if loaded_by[q] > 0 else -np.inf)
         q = prev[s]
         if q >= 0:
             candidate[q] = True
@@ -125,7 +133,7 @@ def order_loop(
                 zero.append(q)
             for k in range(r_ptr[q], r_ptr[q + 1]):
                 loaded_by[r_idx[k]] += 1
-                _tree_set(t_idx, t_val, size, r_idx[k], port_load[r_idx[k]])
+                _tree_set(t_idx, rank, size, r_idx[k], port_load[r_idx[k]])
         if trace and i > 0:
             for r in range(n):
                 if candidate[r]:
