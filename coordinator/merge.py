@@ -75,6 +75,7 @@ class Merger:
         self.progressed: set[JobKey] = set()  # only the iterations done of some host
         self.dirty_cojobs: set[str] = set()
         self.regrouped: set[str] = set()  # cojobs whose members changed (not only progress)
+        self.touched: set[str] = set()  # cojobs whose stage start times changed
         self.restructured = False  # a cojob came, went or changed its flow rows
         self.order: list[str] = []  # cojob ids by (arrival, id)
         self.last: Model | None = None
@@ -102,6 +103,7 @@ class Merger:
     def touch(self, cojob_id: str) -> None:
         """Rebuild a cojob at the next model (its stage start times changed)."""
         self.dirty_cojobs.add(cojob_id)
+        self.touched.add(cojob_id)
 
     def model(self, stage_started: dict[tuple[str, int], float] | None = None) -> Model:
         for key in self.dirty_jobs:
@@ -112,7 +114,7 @@ class Merger:
         started = stage_started or {}
         for cid in self.dirty_cojobs:
             self._build_cojob(cid, started)
-        self.dirty_cojobs, self.regrouped = set(), set()
+        self.dirty_cojobs, self.regrouped, self.touched = set(), set(), set()
         entries = self.entries
         last = self.last
         if last is None or self.restructured:  # cojobs came, went or changed flows
@@ -174,12 +176,12 @@ class Merger:
                 self.restructured = True
             return
         old = self.entries.get(cid)
-        if old is not None and cid not in self.regrouped:  # the same members: progress
-            members, stages, arrival = old.members, old.cojob.stage_iterations, old.cojob.arrival
-        else:
-            members = [jobs[j] for j in sorted(jobs)]
-            stages = max((m.template.stage_iterations for m in members), key=len)
-            arrival = min(m.built.arrival for m in members)
+        if old is not None and cid not in self.regrouped and cid not in self.touched:
+            self._progress_cojob(cid, old)
+            return
+        members = [jobs[j] for j in sorted(jobs)]
+        stages = max((m.template.stage_iterations for m in members), key=len)
+        arrival = min(m.built.arrival for m in members)
         total = sum(stages)
         built_jobs = []
         for m in members:
@@ -221,6 +223,24 @@ class Merger:
             [x for b in builts for x in b.inbound_dst],
             [x for b in builts for x in b.inbound_key],
         )
+
+    def _progress_cojob(self, cid: str, old: _CojobEntry) -> None:
+        """The same members, stages and start times: only some jobs' progress moved."""
+        cj = old.cojob
+        total = sum(cj.stage_iterations)
+        jobs = list(cj.jobs)  # jobs[i] is old.members[i].built.job
+        changed = False
+        for i, m in enumerate(old.members):
+            done = min(m.done, total)
+            if jobs[i].done != done:
+                b = m.built
+                b.job = jobs[i] = Job(m.template.job_id, "flows", b.flows,
+                                      compute_time=m.template.compute_time, done=done,
+                                      weight=m.template.weight)  # fmt: skip
+                changed = True
+        if changed:
+            cojob = Cojob(cid, cj.stage_iterations, tuple(jobs), cj.arrival, cj.stage_started)
+            self.entries[cid] = dataclasses.replace(old, cojob=cojob)
 
 
 def merge_reports(
