@@ -317,10 +317,9 @@ class Coordinator:
         trial). Forgotten when no agent reports it any more."""
         reported = set()
         for link in links:
-            for jr in link.jobs:
-                if not jr.finished:
-                    continue
-                key = jr.job.key
+            held = link.state.jobs
+            for key in link.state.finished:
+                jr = held[key][1]
                 reported.add(key)
                 if key in self.ended:
                     continue

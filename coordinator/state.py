@@ -34,6 +34,7 @@ class AgentState:
     priorities_active: bool = False
     jobs: dict[JobKey, tuple[bytes, JobReport]] = field(default_factory=dict)
     dirty: set[JobKey] = field(default_factory=set)  # jobs changed since take_dirty()
+    finished: set[JobKey] = field(default_factory=set)  # jobs held that reported an end
     _reports: list[JobReport] | None = None
 
     def reset(self) -> None:
@@ -47,7 +48,7 @@ class AgentState:
 
     def clear(self) -> None:
         self.dirty.update(self.jobs)
-        self.jobs, self._reports = {}, None
+        self.jobs, self._reports, self.finished = {}, None, set()
 
     def take_dirty(self) -> tuple[dict[JobKey, JobReport], set[JobKey]]:
         """The jobs held now, and which of them changed (or went) since the last call."""
@@ -67,6 +68,7 @@ class AgentState:
             self.dirty.update(self.jobs.keys() ^ jobs.keys())
             self.dirty.update(k for k, v in jobs.items() if self.jobs.get(k) != v)
             self.jobs, self._reports, self.awaiting_full = jobs, None, False
+            self.finished = {k for k, (_, r) in jobs.items() if r.finished}
         else:
             if self.awaiting_full:  # a diff against a state not held; should it be newer
                 return "stale", []  # than the full update, the next heartbeat shows the gap
@@ -76,10 +78,18 @@ class AgentState:
             if up.seq <= self.seq:
                 return "stale", []
             errors = self._merge(up.jobs, self.jobs, known_hosts)
-            self.dirty.update((js.job.cojob_id, js.job.job_id) for js in up.jobs)
+            for js in up.jobs:
+                key = (js.job.cojob_id, js.job.job_id)
+                self.dirty.add(key)
+                held = self.jobs.get(key)
+                if held is not None and held[1].finished:
+                    self.finished.add(key)
+                else:
+                    self.finished.discard(key)
             for k in up.removed:
                 self.jobs.pop((k.cojob_id, k.job_id), None)
                 self.dirty.add((k.cojob_id, k.job_id))
+                self.finished.discard((k.cojob_id, k.job_id))
             self._reports = None
         self.epoch, self.seq = up.epoch, up.seq
         self.plan_version, self.priorities_active = up.plan_version, up.priorities_active

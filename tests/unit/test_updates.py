@@ -16,7 +16,7 @@ from grouper.v1 import agent_pb2 as pb
 HOSTS = {"h1", "h2"}
 
 
-def state(job: str, done: int) -> pb.JobState:
+def state(job: str, done: int, finished: bool = False) -> pb.JobState:
     return pb.JobState(
         job=pb.JobRegistration(
             cojob_id="C",
@@ -26,6 +26,7 @@ def state(job: str, done: int) -> pb.JobState:
             flows=[pb.FlowSpec(src_host="h1", dst_host="h2", dst_port=5000, bytes_per_iteration=1)],
         ),
         iterations_done=done,
+        finished=finished,
     )
 
 
@@ -55,7 +56,7 @@ class Agent:
 
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["add", "progress", "remove", "send"]), st.integers(0, 4)),
+    st.tuples(st.sampled_from(["add", "progress", "finish", "remove", "send"]), st.integers(0, 4)),
     min_size=1,
     max_size=60,
 )
@@ -82,6 +83,8 @@ def test_lossy_reordering_channel_never_leaves_a_wrong_state(ops, seed, loss) ->
             assert errors == []
             if verdict == "applied":
                 assert held(coord) == agent.history[coord.seq], "held state is some update's"
+                ended = {k for k, (_, r) in coord.jobs.items() if r.finished}
+                assert coord.finished == ended, "the finished set mirrors the jobs held"
             if verdict == "gap":
                 resyncs += 1
                 wire.insert(0, agent.full())
@@ -93,6 +96,9 @@ def test_lossy_reordering_channel_never_leaves_a_wrong_state(ops, seed, loss) ->
         elif op == "progress" and key in agent.jobs:
             js = agent.jobs[key]
             agent.jobs[key] = state(js.job.job_id, min(20, js.iterations_done + 1 + k))
+        elif op == "finish" and key in agent.jobs:
+            js = agent.jobs[key]
+            agent.jobs[key] = state(js.job.job_id, js.iterations_done, finished=True)
         elif op == "remove":
             agent.jobs.pop(key, None)
         else:
