@@ -8,7 +8,9 @@ share of all jobs, each +1 iteration on every host it runs on). The coordinator 
 here as in production and is measured per period: the cycle (order, push: the time
 from trigger to acknowledged plans), the merging of the period's updates, the CPU
 seconds the coordinator process spent in the period (all of it: gRPC, merging,
-cycle), and peak RSS.
+cycle), and peak RSS. Every measured cycle orders afresh: the bench waits out the
+period since the last fresh order first (a quick cycle inside it would keep the old
+order, change no band and push nothing).
 """
 
 from __future__ import annotations
@@ -190,6 +192,9 @@ async def _run(agents: int, stages: int, seed: int, runs: int, changed: float, p
             coord.updates = 0
             sent = await loop.run_in_executor(None, lambda: (conn.send("tick"), conn.recv())[1])
             await _until(lambda s=sent: coord.updates >= s, 60)
+            # a plan within a period of the last fresh order keeps that order (and
+            # pushes nothing new): each measured cycle orders afresh
+            await asyncio.sleep(max(0.0, coord.planner.next_fresh - time.monotonic()))
             stats = await coord.cycle("bench")
             rows.append((stats, time.process_time() - cpu0, sent))
     finally:
