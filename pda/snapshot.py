@@ -142,8 +142,8 @@ def _columns(
     jobs = [job for cj in cojobs for job in cj.jobs]
     keys = [id(job.flows) for job in jobs]
     if keys != tables.keys:  # other flows than the last snapshot's: look each job's up
+        _job_tables(cojobs, host_index, tables)  # raises on bad flows, memo untouched
         tables.keys, tables.loads = keys, None
-        _job_tables(cojobs, host_index, tables)
     n_stages = np.fromiter((len(cj.stage_iterations) for cj in cojobs), np.int64, len(cojobs))
     n_jobs = np.fromiter((len(cj.jobs) for cj in cojobs), np.int64, len(cojobs))
     runs = np.repeat(n_stages, n_jobs)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.errors import ConfigError
 from pda.model import Cojob, FlowSpec, Job
 from pda.snapshot import FlowTables, build_snapshot
 from tests.unit.snapshot_reference import reference_snapshot
@@ -144,3 +145,18 @@ def test_vectorized_snapshot_matches_the_loop_by_loop_reference(specs, known):
             np.testing.assert_allclose(getattr(snap, name), ref[name], err_msg=name)
         loads = snap.stage_loads.toarray()
         np.testing.assert_allclose(loads, np.reshape(ref["stage_loads"], loads.shape))
+
+
+def test_a_memo_never_lets_bad_flows_through_twice():
+    """Flows naming an unknown host are refused every time, also when the flow-table
+    memo saw them fail before (it used to record their ids first, then skip the check),
+    and the memo still serves good jobs afterwards."""
+    good = Cojob("c", (2,), (Job.explicit("a", [FlowSpec("h1", "h2", 1.0)]),))
+    bad = Cojob("d", (2,), (Job.explicit("b", [FlowSpec("h1", "zz", 1.0)]),))
+    tables = FlowTables()
+    build_snapshot([good], HOSTS, tables=tables)
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"cojobs\[1\]\.jobs\[0\]\.flows\[0\]\.dst"):
+            build_snapshot([good, bad], HOSTS, tables=tables)
+    snap = build_snapshot([good], HOSTS, tables=tables)
+    assert snap.stage_loads.toarray()[0].sum() == pytest.approx(4.0)
