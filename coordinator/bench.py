@@ -149,11 +149,11 @@ def _fleet_main(conn: Any, agents: int, stages: int, seed: int, changed: float) 
         await server.start()
         conn.send((port, sorted(fleet.states)))
         loop = asyncio.get_running_loop()
-        while True:  # "tick": one period's progress; "stop"
+        while True:  # "tick": one period's progress; "cpu": CPU seconds so far; "stop"
             cmd = await loop.run_in_executor(None, conn.recv)
             if cmd == "stop":
                 break
-            conn.send(fleet.progress())
+            conn.send(time.process_time() if cmd == "cpu" else fleet.progress())
         await server.stop(None)
 
     asyncio.run(main())
@@ -189,17 +189,37 @@ async def _run(agents: int, stages: int, seed: int, runs: int, changed: float, p
         rows = []
         for _ in range(runs):
             cpu0 = time.process_time()
+            fleet0 = await loop.run_in_executor(None, _ask, conn, "cpu")
             coord.updates = 0
-            sent = await loop.run_in_executor(None, lambda: (conn.send("tick"), conn.recv())[1])
+            sent = await loop.run_in_executor(None, _ask, conn, "tick")
             await _until(lambda s=sent: coord.updates >= s, 60)
             # a plan within a period of the last fresh order keeps that order (and
             # pushes nothing new): each measured cycle orders afresh
             await asyncio.sleep(max(0.0, coord.planner.next_fresh - time.monotonic()))
             stats = await coord.cycle("bench")
-            rows.append((stats, time.process_time() - cpu0, sent))
+            fleet_cpu = await loop.run_in_executor(None, _ask, conn, "cpu") - fleet0
+            rows.append((stats, time.process_time() - cpu0, sent, fleet_cpu))
+        floor, acked = await _empty_push(coord)
     finally:
         await coord.close()
-    return _result(agents, changed, synced, sync_s, first, rows)
+    result = _result(agents, changed, synced, sync_s, first, rows)
+    result["empty_push_seconds"], result["empty_push_acknowledged"] = floor, acked
+    return result
+
+
+def _ask(conn: Any, cmd: str) -> Any:
+    conn.send(cmd)
+    return conn.recv()
+
+
+async def _empty_push(coord: Coordinator) -> tuple[float, int]:
+    """Seconds to push every agent an empty delta (a keepalive) and have it acknowledged,
+    and how many were: the push's floor with nothing planned (gRPC and the session's
+    bookkeeping only)."""
+    links = [lk for lk in coord.links.values() if lk.up and lk.acked is not None]
+    t = time.perf_counter()
+    acked = await asyncio.gather(*(coord._push(lk, lk.acked) for lk in links))
+    return time.perf_counter() - t, sum(acked)
 
 
 async def _until(cond: Any, timeout: float) -> None:
@@ -218,6 +238,7 @@ def _result(agents: int, changed: float, synced: int, sync_s: float, first: Any,
         "push_seconds": s.push_s,
         "ingest_seconds": s.ingest_s,
         "cpu_seconds_per_period": med[1],
+        "fleet_cpu_seconds_per_period": med[3],
         "updates_per_period": med[2],
         "plans_pushed": s.pushed,
         "agents": agents,
@@ -259,6 +280,8 @@ def bench_coordinator(agents: int, stages: int, seed: int, runs: int, changed: f
             f"(order {result['order_seconds'] * 1e3:.0f}, push {result['push_seconds'] * 1e3:.0f};"
             f" {result['plans_pushed']} plans), merging {result['updates_per_period']} updates "
             f"{result['ingest_seconds'] * 1e3:.0f} ms, CPU {result['cpu_seconds_per_period']:.2f}"
-            f" s per period, RSS {result['max_rss_mb']:.0f} MB"
+            f" s per period (fleet {result['fleet_cpu_seconds_per_period']:.2f} s), "
+            f"RSS {result['max_rss_mb']:.0f} MB; an empty delta to every agent "
+            f"{result['empty_push_seconds'] * 1e3:.0f} ms"
         )
     return 0

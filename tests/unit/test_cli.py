@@ -76,6 +76,8 @@ def test_bench_coordinator_small_counts_what_it_measured():
     assert out["agents_synced"] == 12 and out["stages"] > 0
     assert out["updates_per_period"] > 0 and len(out["runs"]) == 3
     assert out["seconds"] == pytest.approx(sorted(out["runs"])[1])
+    assert out["empty_push_acknowledged"] == 12 and out["empty_push_seconds"] > 0
+    assert out["fleet_cpu_seconds_per_period"] > 0
 
 
 def test_bench_pda_small():
