@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
@@ -172,12 +173,27 @@ def test_a_bound_stopped_early_is_weaker_and_still_below_the_optimum(chains):
     hosts, cojobs = one_port_cojobs(chains)
     snap = build_snapshot(cojobs, hosts)
     full = lp_lower_bound(snap)
-    early = lp_lower_bound(snap, seconds=1e-9)  # one round: no cut added
+    early = lp_lower_bound(snap, seconds=1e-9)  # one round: the seed chain only
     assert full.converged and early.rounds == 1
     assert early.value <= full.value * (1 + 1e-9)
     if sum(map(len, chains)) <= 7:
         opt, _ = brute_force_single_port(snap.stage_loads.toarray()[:, 0], snap.stage_prev)
         assert early.value <= opt * (1 + 1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), hosts=st.integers(2, 6), stages=st.integers(2, 24))
+def test_seeding_the_lp_with_pdas_order_reaches_the_same_optimum(seed, hosts, stages):
+    """The seed chain adds valid cuts only: over many ports, chains and jobs, the seeded
+    LP converges to the optimum of the LP that starts from no cut."""
+    from workloads.random_instance import random_cojobs
+
+    names, cojobs = random_cojobs(hosts, stages, seed)
+    snap = build_snapshot(cojobs, names)
+    seeded, plain = lp_lower_bound(snap, seed=True), lp_lower_bound(snap, seed=False)
+    assert seeded.converged and plain.converged
+    assert seeded.value == pytest.approx(plain.value, rel=1e-6)
+    assert seeded.cuts > 0
 
 
 def test_knowing_the_losers_can_make_pda_worse_because_it_compares_chain_tails():
