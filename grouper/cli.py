@@ -126,7 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument(
         "--seconds",
         type=T.real(0, 1e6, lo_open=True),
-        help="start no LP round after this long: a weaker bound, still valid, at once",
+        default=55.0,
+        help="seconds from the start, loading included, after which the LP rounds stop "
+        "(default 55, so that the command with its imports ends within a minute; the "
+        "first round always ends): the bound of the last round solved, "
+        "weaker if cuts were left but still valid; the output says so",
     )
     lb.add_argument("--json", metavar="PATH")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from common.errors import ConfigError
 from common.output import table, write_json
 from pda.lowerbound import lp_lower_bound
@@ -50,8 +52,12 @@ def order(workload: str, policy: str, online: bool, json_path: str | None) -> in
 
 
 def lower_bound(workload: str, json_path: str | None, seconds: float | None = None) -> int:
+    """``seconds`` counts from the command's start, loading included."""
+    started = time.monotonic()
     wl = load_workload(workload)
     snap = build_snapshot(wl.cojobs, wl.hosts, known_survivors=True)
+    if seconds is not None:
+        seconds = max(seconds - (time.monotonic() - started), 0.0)
     try:
         lb = lp_lower_bound(
             snap, capacity=wl.capacity, released=_released(wl, snap), seconds=seconds

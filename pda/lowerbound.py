@@ -7,15 +7,14 @@ LP-Primal: minimise sum_{g,k} S_{g,k} subject to
 (15) has exponentially many rows; they are added lazily. For a fixed port the most
 violated set is a prefix of the stages sorted by their current S (Queyranne).
 
-Prefixes come in chains: for a port and an order of its m stages, every prefix cut
-along that order at once, written with m running-sum variables
-Z_j = Z_{j-1} + L_p^{r_j} S_{r_j} and the bounds Z_j >= f_p(first j): 3 nonzeros per
-stage instead of a dense row per prefix (the dense rows made each round of a 2,000-coflow
-instance cost seconds). The LP starts with a chain per port along PDA's order (a good
-schedule's order, so most of its prefixes bind), then each round adds a chain along the
-current S order for every port that still has a violated prefix, and re-solves with
-HiGHS, warm from the last basis, until no prefix is violated. The cuts are the same
-family as before, so the optimum is the same LP's.
+The LP starts with every prefix cut along PDA's order on every port (a good schedule's
+order, so most of its prefixes bind), written as a chain: for a port's m stages in that
+order, running sums Z_j = Z_{j-1} + L_p^{r_j} S_{r_j} and the bounds Z_j >= f_p(first j),
+3 nonzeros per stage instead of a dense row per prefix. Its first solve is by interior
+point. Each round then adds, per port, the most violated prefix of the stages sorted by
+the current S as a row, and re-solves by dual simplex, warm from the last basis, until
+no prefix is violated. The cuts are all of family (15), so the optimum is LP-Primal's.
+The LP is solved with loads in units of the busiest port's total load.
 
 Times are in load units (bytes / port capacity with capacity 1).
 
@@ -45,7 +44,7 @@ class LowerBound:
     value: float  # sum over stages of (S - cojob arrival)
     completion: np.ndarray  # S per stage row
     rounds: int
-    cuts: int
+    cuts: int  # prefix cuts in the LP solved (a chain holds one per stage)
     # no cut left: the LP's optimum. Else the rounds stopped early; every round's LP
     # relaxes the full one, so its optimum is still a lower bound, a weaker one.
     converged: bool = True
@@ -61,8 +60,9 @@ def lp_lower_bound(
     seconds: float | None = None,
     seed: bool = True,
 ) -> LowerBound:
-    """The LP bound; with ``seconds``, no new round starts after that long (the bound
-    of the last round solved is returned, ``converged`` False if cuts were left).
+    """The LP bound; with ``seconds``, the rounds after the first stop at that deadline
+    (the bound of the last round solved is returned, ``converged`` False if cuts were
+    left; the first round always runs to its optimum).
     ``seed`` starts from a chain per port along PDA's order (off: from none; the same
     optimum, in more rounds). ``cuts`` counts the prefix cuts added."""
     started = time.monotonic()
@@ -102,24 +102,25 @@ def lp_lower_bound(
         max_load[chained],
     )
     csc = loads.tocsc()
-    rounds = cuts = 0
+    cuts = 0
     if seed:
         from pda.order import pda_order  # numba: imported when first needed
 
         position = np.empty(n, dtype=np.int64)
         position[pda_order(snap).order] = np.arange(n)
         cuts += lp.add_chains(_chains(csc, position, range(csc.shape[1])))
+    s = lp.solve(None)  # the first round always runs to its optimum: no bound before
+    rounds = 1
     while True:
-        rounds += 1
-        s = lp.solve()
         rows, vals, rhs = _violated(csc, s, tol)
-        if not rows:
-            break
-        late = seconds is not None and time.monotonic() - started >= seconds
-        if rounds >= max_rounds or late:
+        left = None if seconds is None else seconds - (time.monotonic() - started)
+        if not rows or rounds >= max_rounds or (left is not None and left <= 0):
             break
         lp.add_rows(rows, vals, rhs)
-        cuts += len(rows)
+        nxt = lp.solve(left)
+        if nxt is None:  # out of time inside the round: the last round solved stands
+            break
+        s, rounds, cuts = nxt, rounds + 1, cuts + len(rows)
     value = float(cost @ s[:n] - np.sum(arrival)) * unit
     return LowerBound(value, s[:n] * unit, rounds, cuts, not rows)
 
@@ -193,6 +194,7 @@ class _Lp:
         self.h.setOptionValue("solver", "ipm")
         self.cols = n
         self.ok = highspy.HighsModelStatus.kOptimal
+        self.time_out = highspy.HighsModelStatus.kTimeLimit
 
     def add_chains(self, chains: list[Chain]) -> int:
         """Every prefix cut of each chain, through running sums: new columns
@@ -233,13 +235,19 @@ class _Lp:
         upper = np.full(len(rows), self.inf)
         self.h.addRows(len(rows), lower, upper, len(idx), starts, idx, val)
 
-    def solve(self) -> np.ndarray:
+    def solve(self, seconds: float | None) -> np.ndarray | None:
+        """The optimum's S, or None when ``seconds`` ran out first."""
+        # HiGHS measures its time limit on a clock that runs across solves
+        limit = self.inf if seconds is None else self.h.getRunTime() + seconds
+        self.h.setOptionValue("time_limit", limit)
         self.h.run()
         # the first solve from scratch by interior point (4x faster than simplex on the
         # seeded 2,000-coflow LP), with crossover to a basis; later rounds add a few
         # rows and re-solve by dual simplex, warm from that basis
         self.h.setOptionValue("solver", "simplex")
         status = self.h.getModelStatus()
+        if status == self.time_out:
+            return None
         if status != self.ok:
             raise RuntimeError(
                 f"LP lower bound: HiGHS ended with {self.h.modelStatusToString(status)}"
