@@ -16,6 +16,7 @@ from simulator import report
 from simulator.run import link_goodput, run_policies, topology_of
 from topologies.experiment import Emulation
 from topologies.leafspine import LeafSpine
+from topologies.tcpstats import total
 from workloads import load_workload
 from workloads.schema import Workload
 from workloads.topology import leafspine_args
@@ -75,7 +76,7 @@ def emulate(args: object) -> int:
     spec = spec_of(wl, queues)
     out = Path(args.out or f"results/emulate/{wl.name}")
     period = args.period
-    measured, bands = {}, {}
+    measured, bands, tcp = {}, {}, {}
     for policy in policies:
         em = Emulation(spec, policy, period, out / policy)
         try:
@@ -97,6 +98,7 @@ def emulate(args: object) -> int:
             "bytes_missing": 0,
         }
         bands[policy] = run.band_bytes
+        tcp[policy] = total(run.tcp)
     calibrated = bool(args.config)
     sim = run_policies(
         wl, policies, period=period, queues=queues, progress=False, calibrated=calibrated
@@ -121,6 +123,7 @@ def emulate(args: object) -> int:
             "predicted_avg_sct": pred,
             "prediction_error": (pred - m["avg_sct"]) / m["avg_sct"],
             "band_bytes": bands[p],
+            "tcp": tcp[p],  # summed over hosts: what the fluid model does not see
         }
     png = report.plot_normalized(
         {p: {k: results[p][k] for k in ("avg_sct", "avg_jct", "avg_slowdown")} for p in policies},
@@ -152,11 +155,12 @@ def emulate(args: object) -> int:
                 f"{r['predicted_avg_sct']:.2f}",
                 f"{r['prediction_error']:+.1%}",
                 f"{r['avg_jct']:.2f}",
+                f"{r['tcp']['timeouts']}",
+                f"{r['tcp']['segments_retransmitted']}",
             ]
             for p, r in results.items()
         ]
-        print(
-            table(rows, ["policy", "avg SCT (s)", "/ fs", "simulated", "sim error", "avg JCT (s)"])
-        )
+        heads = ["policy", "avg SCT (s)", "/ fs", "simulated", "sim error", "avg JCT (s)"]
+        print(table(rows, [*heads, "TCP timeouts", "segments resent"]))
         print(f"files in {out}/")
     return 0

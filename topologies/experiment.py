@@ -24,6 +24,7 @@ from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.admission import ContentionModel
 from topologies.leafspine import Fabric, LeafSpine
+from topologies.tcpstats import host_counters
 from trafficgen.netns import NetnsThread
 from trafficgen.replay import Hosts, ReplayResult, replay
 from workloads.schema import Workload
@@ -37,6 +38,7 @@ class RunOutput:
     replay: ReplayResult
     band_bytes: dict[str, dict[int, int]] = field(default_factory=dict)
     logs: Path | None = None
+    tcp: dict[str, dict[str, int]] = field(default_factory=dict)  # host -> TCP counters
 
 
 def cluster_config(
@@ -189,7 +191,8 @@ class Emulation:
                 killer.cancel()
             for c in channels.values():
                 await c.close()
-        return RunOutput(self.policy, res, await self.band_bytes(), self.work)
+        tcp = {h: host_counters(self.fabric.host(h).pid) for h in self.spec.host_names}
+        return RunOutput(self.policy, res, await self.band_bytes(), self.work, tcp)
 
     async def band_bytes(self) -> dict[str, dict[int, int]]:
         out = {}
