@@ -15,7 +15,7 @@ from pda.priorities import QueueConfig
 from simulator import report
 from simulator.run import link_goodput, run_policies, topology_of
 from topologies.experiment import Emulation
-from topologies.leafspine import LeafSpine
+from topologies.leafspine import PAYLOAD_SHARE, LeafSpine
 from topologies.tcpstats import total
 from workloads import load_workload
 from workloads.schema import Workload
@@ -100,6 +100,8 @@ def emulate(args: object) -> int:
         bands[policy] = run.band_bytes
         tcp[policy] = total(run.tcp)
     calibrated = bool(args.config)
+    if not calibrated:  # payload can never move at the frames' rate: headers ride along
+        wl = replace(wl, goodput=min(wl.goodput, PAYLOAD_SHARE))
     sim = run_policies(
         wl, policies, period=period, queues=queues, progress=False, calibrated=calibrated
     )

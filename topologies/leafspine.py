@@ -56,6 +56,9 @@ class LeafSpine:
 
 
 SWITCH_QUEUE_PACKETS = 100
+# TCP payload per byte the HTB classes count: an MSS of 1448 (MTU 1500 less 20 IP, 20 TCP
+# and 12 of timestamp option) in a 1514-byte frame (tc counts the Ethernet header)
+PAYLOAD_SHARE = 1448 / 1514
 RTO_MIN = "10ms"  # hosts' per-route TCP retransmission timeout floor
 
 
