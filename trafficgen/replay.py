@@ -4,7 +4,9 @@
   pushes sends as much back to every worker; the iteration ends when every worker has
   all pulls (the data dependencies are the iteration barrier).
 * Ring all-reduce: 2(W-1) steps; in each, every worker sends model/W bytes to its ring
-  successor and waits for its predecessor's chunk before the next step.
+  successor, and the next step starts when every chunk of this one has arrived (a
+  barrier per step: stricter than real rings, where a worker waits only for its
+  predecessor; see docs/emulation.md).
 * A compute gap precedes each iteration. A stage ends when all its jobs finish it;
   the jobs whose (hidden) stage count is reached are stopped (successive halving).
 
