@@ -211,18 +211,23 @@ def test_merger_rebuilds_flows_only_when_templates_change_and_keeps_untouched_co
             st.integers(0, 14),
             st.booleans(),
             st.booleans(),
+            st.booleans(),
+            st.sampled_from([None, 1, 2]),
         ),  # fmt: skip
         min_size=1,
         max_size=25,
     )
 )
 def test_incremental_merge_equals_merging_from_scratch(steps):
-    """After any sequence of per-host changes, the Merger's model is the one merged from
-    scratch out of the same reports (same cojobs, jobs, progress and flow rows)."""
+    """After any sequence of per-host changes and stage starts, with cycles after some of
+    them only (progress is folded in as it arrives, the rest at the next cycle), the
+    Merger's model is the one merged from scratch out of the same reports (same cojobs,
+    jobs, progress, stage start times and flow rows)."""
     held: dict[str, dict] = {"h1": {}, "h2": {}}
     templates: dict = {}
+    started: dict[tuple[str, int], float] = {}
     merger = Merger(("h1", "h2", "h3"))
-    for host, cojob, job, done, finished, gone in steps:
+    for i, (host, cojob, job, done, finished, gone, cycle, stage) in enumerate(steps):
         key = (cojob, job)
         if gone:
             held[host].pop(key, None)
@@ -232,11 +237,18 @@ def test_incremental_merge_equals_merging_from_scratch(steps):
             template = templates.setdefault((host, key), rj(cojob, job, flows).job)
             held[host][key] = JobReport(template, done, finished)
         merger.set_host(host, held[host], [key])
-        inc = merger.model()
-        ref = merge_reports({h: list(j.values()) for h, j in held.items()}, ("h1", "h2", "h3"))
-        assert [(c.cojob_id, c.stage_iterations, c.arrival) for c in inc.cojobs] == [
-            (c.cojob_id, c.stage_iterations, c.arrival) for c in ref.cojobs
-        ]
+        if stage is not None and (cojob, stage) not in started:
+            started[cojob, stage] = float(i)
+            merger.touch(cojob)
+        if not (cycle or i == len(steps) - 1):
+            continue
+        inc = merger.model(started)
+        ref = merge_reports({h: list(j.values()) for h, j in held.items()}, ("h1", "h2", "h3"),
+                            started)  # fmt: skip
+        assert [(c.cojob_id, c.stage_iterations, c.arrival, c.stage_started)
+                for c in inc.cojobs] == [
+            (c.cojob_id, c.stage_iterations, c.arrival, c.stage_started) for c in ref.cojobs
+        ]  # fmt: skip
         assert [[(j.job_id, j.done, j.flows) for j in c.jobs] for c in inc.cojobs] == [
             [(j.job_id, j.done, j.flows) for j in c.jobs] for c in ref.cojobs
         ]
