@@ -22,7 +22,7 @@ from coordinator.links import AgentLink, LinkError
 from coordinator.merge import Merger
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.plan_msg import plan_request
-from coordinator.planner import HostPlan, plan_hosts
+from coordinator.planner import HostPlan, Planned, plan_hosts
 from coordinator.trace import CycleTrace
 from grouper.cluster_config import ClusterConfig
 from grouper.v1 import agent_pb2 as pb
@@ -74,6 +74,7 @@ class Coordinator:
         # jobs seen ending, while agents still report them: (cojob, job) -> (how, stages)
         self.ended: dict[tuple[str, str], tuple[str, int]] = {}
         self.planner = self._planner(cfg)
+        self.planned: Planned | None = None  # the last plans, patched by the next cycle
         self.trace: CycleTrace | None = None  # coordinator --trace FILE
 
     @staticmethod
@@ -101,6 +102,7 @@ class Coordinator:
             self.links[h.name] = link
         self.host_names = set(self.links)
         self.merger = Merger(tuple(self.links))  # the model is rebuilt for the new host list
+        self.planned = None  # and the plans made afresh (queues may have changed)
         for name, link in self.links.items():
             jobs = {k: r for k, (_, r) in link.state.jobs.items()}
             link.state.dirty = set()
@@ -271,7 +273,8 @@ class Coordinator:
             if link.state.dirty:
                 self.merger.set_host(link.host.name, *link.state.take_dirty())
         model = self.merger.model(self.stage_started)
-        planned = plan_hosts(model, self.planner, time.monotonic(), self.tables)
+        planned = plan_hosts(model, self.planner, time.monotonic(), self.tables, self.planned)
+        self.planned = planned
         t2 = time.perf_counter()
         planned_at = time.time()
         if log.isEnabledFor(logging.DEBUG) and self.last_stats is not None:

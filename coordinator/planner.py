@@ -23,13 +23,35 @@ class Planned:
     plans: dict[str, HostPlan]
     order: list[str]
     stages: int
+    # what the plans were made from, for patching the next ones (``plan_hosts(last=)``)
+    rows: list[str] | None = None  # the model's flow id list (the very object)
+    hosts: tuple[str, ...] | None = None
+    band: np.ndarray | None = None
+    dscp: np.ndarray | None = None
 
 
 def plan_hosts(
-    model: Model, planner: Planner, now: float, tables: FlowTables | None = None
+    model: Model,
+    planner: Planner,
+    now: float,
+    tables: FlowTables | None = None,
+    last: Planned | None = None,
 ) -> Planned:
+    """Every host's plan. With ``last`` (the plans made from a model with the very same
+    flow rows: only progress moved), only the rows whose band or DSCP changed are patched
+    into copies of its plans; the other hosts keep their plan objects."""
     snap = build_snapshot(model.cojobs, model.hosts, known_survivors=False, tables=tables)
     pr = planner.plan(snap, now)
+    band, dscp = np.asarray(pr.band), np.asarray(pr.dscp)
+    if last is not None and last.rows is model.flow_ids and last.hosts is model.hosts:
+        plans = _patch(model, snap.flow_src, snap.flow_dst, band, dscp, last)
+    else:
+        plans = _assemble(model, snap.flow_src, snap.flow_dst, band, dscp, planner)
+    return Planned(plans, pr.order, len(snap.stage_ids), model.flow_ids, model.hosts, band, dscp)
+
+
+def _assemble(model: Model, src: np.ndarray, dst_host: np.ndarray, band: np.ndarray,
+              dscp: np.ndarray, planner: Planner) -> dict[str, HostPlan]:  # fmt: skip
     queues = planner.queues
     ctl_band = queues.reserved[0] if queues.reserved else 0
     ctl = (ctl_band, queues.dscp_table[ctl_band])
@@ -37,16 +59,37 @@ def plan_hosts(
     plans: dict[str, HostPlan] = {h: {} for h in host_names}
     # flows grouped by sending host, then each host's dict built in one C-level call;
     # the same for the inbound keys of port-matched flows, grouped by receiving host
-    remote = np.flatnonzero(snap.flow_src != snap.flow_dst)
-    values = list(zip(pr.band.tolist(), pr.dscp.tolist(), strict=True))
-    for host, rows in _groups(snap.flow_src[remote], remote, len(model.hosts)):
+    remote = np.flatnonzero(src != dst_host)
+    values = list(zip(band.tolist(), dscp.tolist(), strict=True))
+    for host, rows in _groups(src[remote], remote, len(host_names)):
         pick = _picker(rows)
         plans[host_names[host]] = dict(zip(pick(model.flow_ids), pick(values), strict=True))
     dst = np.asarray(model.flow_inbound_dst, dtype=np.int64)[remote]
     has = np.flatnonzero(dst >= 0)
-    for host, rows in _groups(dst[has], remote[has], len(model.hosts)):
+    for host, rows in _groups(dst[has], remote[has], len(host_names)):
         plans[host_names[host]].update(dict.fromkeys(_picker(rows)(model.flow_inbound_key), ctl))
-    return Planned(plans, pr.order, len(snap.stage_ids))
+    return plans
+
+
+def _patch(model: Model, src: np.ndarray, dst_host: np.ndarray, band: np.ndarray,
+           dscp: np.ndarray, last: Planned) -> dict[str, HostPlan]:  # fmt: skip
+    """``last``'s plans with the rows whose (band, DSCP) changed since: a host with such
+    rows gets a patched copy (the old plan may be what its agent acknowledged), the
+    others keep their plan. Inbound entries depend on the rows only: unchanged."""
+    moved = (band != last.band) | (dscp != last.dscp)
+    rows = np.flatnonzero(moved & (src != dst_host))
+    plans = dict(last.plans)
+    host_names = model.hosts
+    ids = model.flow_ids
+    for host, picked in _groups(src[rows], rows, len(host_names)):
+        name = host_names[host]
+        plan = dict(plans[name])
+        plan.update(
+            (ids[r], (b, d))
+            for r, b, d in zip(picked, band[picked].tolist(), dscp[picked].tolist(), strict=True)
+        )
+        plans[name] = plan
+    return plans
 
 
 def _groups(key: np.ndarray, rows: np.ndarray, n: int) -> list[tuple[int, list[int]]]:

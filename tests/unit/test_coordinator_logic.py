@@ -290,3 +290,73 @@ def test_a_registered_weight_reaches_the_coordinators_order():
 def test_a_bad_weight_is_refused_with_the_field_named(weight, error):
     _, errors = full([js(weight=weight)])
     assert errors == [f"update.jobs[0].{error}"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["h1", "h2", "h3"]),
+            st.sampled_from("ABCD"),
+            st.sampled_from("jk"),
+            st.integers(0, 12),
+            st.booleans(),
+        ),  # fmt: skip
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_plans_patched_from_the_last_cycle_equal_plans_made_afresh(steps):
+    """A cycle whose model has the same flow rows as the last (only progress moved)
+    patches the rows whose band or DSCP changed into copies of the last plans; after any
+    sequence of registrations, progress and departures the plans are those made from
+    scratch, and the last cycle's plan objects are left as they were."""
+    hosts = ("h1", "h2", "h3", "h4")
+    held: dict[str, dict] = {h: {} for h in hosts[:3]}
+    templates: dict = {}
+    merger = Merger(hosts)
+    inc_planner = Planner("grouper", QueueConfig(), 0.0)  # orders afresh every time
+    ref_planner = Planner("grouper", QueueConfig(), 0.0)
+    last = None
+    for i, (host, cojob, job, done, gone) in enumerate(steps):
+        key = (cojob, job)
+        if gone:
+            held[host].pop(key, None)
+        else:
+            k = "ABCD".index(cojob) * 2 + "jk".index(job)
+            flows = [(f"{cojob}/{job}/{d}:{k}", host, d, float(1 + (k * 7 + j) % 5))
+                     for j, d in enumerate(h for h in hosts if h != host)]  # fmt: skip
+            template = templates.setdefault((host, key), rj(cojob, job, flows, arrival=k).job)
+            held[host][key] = JobReport(template, done)
+        merger.set_host(host, held[host], [key])
+        model = merger.model()
+        before = {h: dict(p) for h, p in last.plans.items()} if last is not None else None
+        inc = plan_hosts(model, inc_planner, float(i), last=last)
+        ref = plan_hosts(model, ref_planner, float(i))
+        assert inc.plans == ref.plans and inc.order == ref.order
+        if last is not None:
+            assert {h: dict(p) for h, p in last.plans.items()} == before, "old plans untouched"
+        last = inc
+
+
+def test_a_progress_only_cycle_patches_the_hosts_whose_bands_moved_and_keeps_the_rest():
+    """Two cojobs on h1 -> h2 swap places in the order when A progresses; C on h3 -> h4
+    is alone: h1's plan is a patched copy, h3's is the very same object."""
+    a = rj("A", "j", [("A/j/h2:1", "h1", "h2", 1.0)], stages=(10,))
+    b = rj("B", "j", [("B/j/h2:2", "h1", "h2", 4.0)], stages=(10,))
+    c = rj("C", "j", [("C/j/h4:3", "h3", "h4", 1.0)], stages=(10,))
+    merger = Merger(("h1", "h2", "h3", "h4"))
+    merger.set_host("h1", {a.job.key: a, b.job.key: b}, [a.job.key, b.job.key])
+    merger.set_host("h3", {c.job.key: c}, [c.job.key])
+    planner = Planner("grouper", QueueConfig(), 0.0)
+    first = plan_hosts(merger.model(), planner, 0.0)
+    assert first.plans["h1"]["A/j/h2:1"][0] < first.plans["h1"]["B/j/h2:2"][0]
+    # B is nearly done: 1 iteration of 4 bytes left against A's 10 of 1
+    merger.set_host("h1", {a.job.key: a, b.job.key: JobReport(b.job, 9)}, [b.job.key])
+    model = merger.model()
+    assert first.rows is model.flow_ids, "progress only: the same flow rows"
+    second = plan_hosts(model, planner, 1.0, last=first)
+    assert second.plans["h1"]["B/j/h2:2"][0] < second.plans["h1"]["A/j/h2:1"][0]
+    assert second.plans["h1"] is not first.plans["h1"]
+    assert second.plans["h3"] is first.plans["h3"]
+    assert second.plans == plan_hosts(model, Planner("grouper", QueueConfig(), 0.0), 1.0).plans
