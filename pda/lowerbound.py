@@ -76,19 +76,8 @@ def lp_lower_bound(
     unit = max(float(loads.sum(axis=0).max()), 1e-300)
     loads = loads / unit
     max_load = loads.max(axis=1).toarray().ravel()
-    # a released cojob's first stage is chained to its trigger stage, arrival 0
-    prev = snap.stage_prev.copy()
-    arrival_of = snap.cojob_arrival.copy()
-    trigger = np.full(len(arrival_of), -1, dtype=np.int64)
-    for c, row in (released or {}).items():
-        trigger[c], arrival_of[c] = row, 0.0
-    first = np.flatnonzero((prev < 0) & (trigger[snap.stage_cojob] >= 0))
-    prev[first] = trigger[snap.stage_cojob[first]]
-    arrival = arrival_of[snap.stage_cojob]
-    if not np.isfinite(arrival).all():
-        raise ValueError("a cojob without a finite arrival and without a trigger stage")
+    prev, arrival, trigger = _releases(snap, released)
     arrival = arrival / unit
-
     # objective sum(S - arrival): a released cojob's stages are measured from S_trigger
     cost = np.ones(n)
     rel = np.flatnonzero(trigger[snap.stage_cojob] >= 0)
@@ -108,7 +97,7 @@ def lp_lower_bound(
 
         position = np.empty(n, dtype=np.int64)
         position[pda_order(snap).order] = np.arange(n)
-        cuts += lp.add_chains(_chains(csc, position, range(csc.shape[1])))
+        cuts += lp.add_chains(_chains(csc, position))
     s = lp.solve(None)  # the first round always runs to its optimum: no bound before
     rounds = 1
     while True:
@@ -125,14 +114,32 @@ def lp_lower_bound(
     return LowerBound(value, s[:n] * unit, rounds, cuts, not rows)
 
 
+def _releases(
+    snap: Snapshot, released: dict[int, int] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each stage's predecessor (a released cojob's first stage: its trigger stage), each
+    stage's cojob arrival (0 for released cojobs), and each cojob's trigger row or -1."""
+    prev = snap.stage_prev.copy()
+    arrival_of = snap.cojob_arrival.copy()
+    trigger = np.full(len(arrival_of), -1, dtype=np.int64)
+    for c, row in (released or {}).items():
+        trigger[c], arrival_of[c] = row, 0.0
+    first = np.flatnonzero((prev < 0) & (trigger[snap.stage_cojob] >= 0))
+    prev[first] = trigger[snap.stage_cojob[first]]
+    arrival = arrival_of[snap.stage_cojob]
+    if not np.isfinite(arrival).all():
+        raise ValueError("a cojob without a finite arrival and without a trigger stage")
+    return prev, arrival, trigger
+
+
 def _violated(
     csc: sparse.csc_matrix, s: np.ndarray, tol: float
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[float]]:
     """Cuts (15) that ``s`` violates: per port, the stages sorted by S; the prefix whose
     ``sum L S`` falls shortest of ``f`` (relative), if by more than ``tol`` relative and
     ``SLACK`` absolute (Queyranne: the most violated set is a prefix). A cut already in
-    the LP can be violated by up to HiGHS' feasibility tolerance (1e-7); without the
-    absolute floor it came back every round and the loop never ended."""
+    the LP can be violated within HiGHS' feasibility tolerance (more along a chain of
+    running sums); without the absolute floor it came back every round, without end."""
     out_rows, out_vals, out_rhs = [], [], []
     for rows, vals in _columns(csc):
         if len(rows) == 0:
@@ -140,7 +147,7 @@ def _violated(
         idx = np.argsort(s[rows], kind="stable")
         rows, vals = rows[idx], vals[idx]
         lhs = np.cumsum(vals * s[rows])
-        rhs = 0.5 * (np.cumsum(vals**2) + np.cumsum(vals) ** 2)
+        rhs = _f_prefixes(vals)
         short = rhs - lhs
         viol = np.where(short > SLACK, short / np.maximum(rhs, 1e-300), 0.0)
         j = int(np.argmax(viol))
@@ -154,19 +161,21 @@ def _violated(
 Chain = tuple[np.ndarray, np.ndarray, np.ndarray]  # stage rows, their loads, f of prefixes
 
 
-def _chains(csc: sparse.csc_matrix, key: np.ndarray, ports: object) -> list[Chain]:
-    """For each port in ``ports``: its stages sorted by ``key`` (ties by row), their
-    loads on it, and f_p of every prefix."""
-    cols = _columns(csc)
+def _chains(csc: sparse.csc_matrix, key: np.ndarray) -> list[Chain]:
+    """For each port: its stages sorted by ``key`` (ties by row), their loads on it, and
+    f_p of every prefix."""
     out = []
-    for p in ports:  # type: ignore[attr-defined]
-        rows, vals = cols[p]
+    for rows, vals in _columns(csc):
         if len(rows) == 0:
             continue
         idx = np.lexsort((rows, key[rows]))
-        rows, vals = rows[idx], vals[idx]
-        out.append((rows, vals, 0.5 * (np.cumsum(vals**2) + np.cumsum(vals) ** 2)))
+        out.append((rows[idx], vals[idx], _f_prefixes(vals[idx])))
     return out
+
+
+def _f_prefixes(vals: np.ndarray) -> np.ndarray:
+    """f_p (Eq. 16) of every prefix of a port's stages with these loads, in order."""
+    return 0.5 * (np.cumsum(vals**2) + np.cumsum(vals) ** 2)
 
 
 def _columns(csc: sparse.csc_matrix) -> list[tuple[np.ndarray, np.ndarray]]:

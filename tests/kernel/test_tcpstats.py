@@ -7,8 +7,8 @@ import sys
 
 from topologies.tcpstats import COUNTERS, host_counters
 
-# nstat's names for ours: the table name (without "Tcp" for TcpExt's "Ext") + counter
-NSTAT = {name: ("TcpExt" if t == "TcpExt" else t) + c for (_, t, c), name in COUNTERS.items()}
+# nstat names a counter by its table and its name: TcpRetransSegs, TcpExtTCPTimeouts
+NSTAT = {name: table + counter for (_, table, counter), name in COUNTERS.items()}
 
 
 def test_counters_of_a_namespace_match_nstat_in_it(pair):
