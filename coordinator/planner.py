@@ -11,6 +11,7 @@ import numpy as np
 
 from coordinator.snapshot import Model
 from pda.planning import Planner
+from pda.priorities import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 
 # flow id -> (band, dscp) of the flows a host sends, and inbound_key -> the control
@@ -42,17 +43,16 @@ def plan_hosts(
     into copies of its plans; the other hosts keep their plan objects."""
     snap = build_snapshot(model.cojobs, model.hosts, known_survivors=False, tables=tables)
     pr = planner.plan(snap, now)
-    band, dscp = np.asarray(pr.band), np.asarray(pr.dscp)
+    band, dscp = pr.band, pr.dscp
     if last is not None and last.rows is model.flow_ids and last.hosts is model.hosts:
         plans = _patch(model, snap.flow_src, snap.flow_dst, band, dscp, last)
     else:
-        plans = _assemble(model, snap.flow_src, snap.flow_dst, band, dscp, planner)
+        plans = _assemble(model, snap.flow_src, snap.flow_dst, band, dscp, planner.queues)
     return Planned(plans, pr.order, len(snap.stage_ids), model.flow_ids, model.hosts, band, dscp)
 
 
 def _assemble(model: Model, src: np.ndarray, dst_host: np.ndarray, band: np.ndarray,
-              dscp: np.ndarray, planner: Planner) -> dict[str, HostPlan]:  # fmt: skip
-    queues = planner.queues
+              dscp: np.ndarray, queues: QueueConfig) -> dict[str, HostPlan]:  # fmt: skip
     ctl_band = queues.reserved[0] if queues.reserved else 0
     ctl = (ctl_band, queues.dscp_table[ctl_band])
     host_names = model.hosts
