@@ -201,13 +201,20 @@ class Simulation:
         touched: set[Job] = set()
         for s in servers:
             touched |= self.server_comm[s]
-        for j in sorted(touched, key=lambda x: x.id):
+        self.rerate_jobs(touched)
+
+    def rerate_jobs(self, jobs: set[Job]) -> None:
+        for j in sorted(jobs, key=lambda x: x.id):
             j.comm_left = self.bytes_left(j)
             j.stamp = self.now
-            k = max(len(self.server_comm[s]) for s in j.servers)
-            j.rate = 1.0 / self.model.shared_seconds_per_byte(k)
+            j.rate = self.comm_rate(j)
             j.version += 1
             self.push(self.now + j.comm_left / j.rate, BYTES_DONE, j, j.version)
+
+    def comm_rate(self, job: Job) -> float:
+        """Bytes per second of a running all-reduce: Eq. 5 at the busiest of its servers."""
+        k = max(len(self.server_comm[s]) for s in job.servers)
+        return 1.0 / self.model.shared_seconds_per_byte(k)
 
     def remaining_bytes(self, job: Job) -> list[float]:
         others = {o for s in job.servers for o in self.server_comm[s]}
