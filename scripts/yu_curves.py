@@ -1,6 +1,7 @@
-"""Yu et al.'s Figs. 4, 5 and 7 on builtin:yu-rar: makespan per policy over seeds, the
-kappa curve and the lambda curve (kappa = 1). Prints Markdown tables and writes
-docs/figures/yu-kappa.png and docs/figures/yu-lambda.png (measured values only)."""
+"""Yu et al.'s Figs. 4-7 on builtin:yu-rar: makespan per policy over seeds, the kappa
+curve, makespan against the number of servers (10 to 20) and the lambda curve
+(kappa = 1). Prints Markdown tables and writes docs/figures/yu-kappa.png,
+yu-servers.png and yu-lambda.png (measured values only)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ FIG = Path(__file__).resolve().parent.parent / "docs" / "figures"
 POLICIES = ("sjf-bco", "ff", "ls", "rand")
 KAPPAS = (1, 2, 4, 8, 16, 32)
 LAMBDAS = (1, 2, 4, 8)
+SERVERS = (10, 12, 14, 16, 18)  # and 20, the builtin's
 
 
-def point(task: tuple[int, str]) -> dict:
-    seed, policy = task
-    return run_rar(yu_rar(seed=seed), parse_rar_policy(policy), seed)[0].summary
+def point(task: tuple) -> dict:
+    seed, policy, servers = (*task, 20)[:3]
+    return run_rar(yu_rar(seed=seed, servers=servers), parse_rar_policy(policy), seed)[0].summary
 
 
 def curve(xs: tuple, ys: dict[int, list[float]], label: str, path: Path) -> None:
@@ -48,8 +50,11 @@ def main() -> int:
     tasks = [(s, p) for s in seeds for p in POLICIES]
     tasks += [(s, f"sjf-bco:k={k}") for s in seeds for k in KAPPAS]
     tasks += [(s, f"sjf-bco:k=1:l={lam}") for s in seeds for lam in LAMBDAS]
+    tasks += [(s, p, n) for s in seeds for p in POLICIES for n in SERVERS]
     with ProcessPoolExecutor() as pool:
         res = dict(zip(tasks, pool.map(point, tasks), strict=True))
+    for s in seeds:  # 20 servers is the builtin's own point
+        res.update({(s, p, 20): res[(s, p)] for p in POLICIES})
     print("| seed | " + " | ".join(f"{p} makespan / avg JCT" for p in POLICIES) + " |")
     print("|---" * (len(POLICIES) + 1) + "|")
     for s in seeds:
@@ -69,7 +74,37 @@ def main() -> int:
         mean = np.mean([ys[s] for s in seeds], axis=0)
         print("| mean | " + " | ".join(f"{y:.0f}" for y in mean) + " |")
         curve(xs, ys, label, FIG / f"yu-{name}.png")
+    servers_table(res, seeds)
     return 0
+
+
+def servers_table(res: dict, seeds: tuple[int, ...]) -> None:
+    """Fig. 6: mean makespan per policy as the cluster grows, SJF-BCO's lead over the
+    better of FF and LS, and on how many seeds it is at least as good as both."""
+    xs = (*SERVERS, 20)
+    mean = {p: [np.mean([res[(s, p, n)]["makespan"] for s in seeds]) for n in xs] for p in POLICIES}
+    print("\n| servers | " + " | ".join(POLICIES) + " | SJF-BCO lead | seeds won |")
+    print("|---" * (len(POLICIES) + 3) + "|")
+    for i, n in enumerate(xs):
+        best = min(mean["ff"][i], mean["ls"][i])
+        won = sum(
+            res[(s, "sjf-bco", n)]["makespan"]
+            <= min(res[(s, "ff", n)]["makespan"], res[(s, "ls", n)]["makespan"])
+            for s in seeds
+        )
+        cells = " | ".join(f"{mean[p][i]:.0f}" for p in POLICIES)
+        lead = (1 - mean["sjf-bco"][i] / best) * 100
+        print(f"| {n} | {cells} | {lead:.1f}% | {won} of {len(seeds)} |")
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for p in POLICIES:
+        ax.plot(xs, mean[p], marker="o", label=p)
+    ax.set_xlabel("servers")
+    ax.set_ylabel(f"mean makespan over {len(seeds)} seeds (s)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(FIG / "yu-servers.png", dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
