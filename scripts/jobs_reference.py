@@ -20,7 +20,9 @@ Ada-SRSF against SRSF(1) (docs/job-scheduling.md), and the paper's text in one:
 Usage: ``python scripts/jobs_reference.py [VARIANT,...] [SEED]`` with variants from
 ``base, 16gb, eta, poll, all`` (default: all five) and the builtin's seed (default 1).
 Prints a Markdown table of average JCT and GPU utilisation for SRSF(1), SRSF(2) and
-Ada-SRSF with LWF-1 on builtin:wang-64gpu. Writes nothing.
+Ada-SRSF with LWF-1 on builtin:wang-64gpu (Table V). ``python scripts/jobs_reference.py
+table4 [SEED]`` instead runs Ada-SRSF with LWF-1, FF, LS and RAND, with and without the
+poll (Table IV). Writes nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from simulator.jobs.schedulers import parse_scheduler
 from workloads.jobmix import GpuCluster, JobMix, wang_64gpu
 
 SCHEDULERS = ("srsf:1", "srsf:2", "ada-srsf")
+PLACEMENTS = ("lwf:1", "ff", "ls", "rand")
 VARIANTS = {
     "base": (),
     "eta": ("eta",),
@@ -84,25 +87,42 @@ def mix_for(parts: tuple[str, ...], seed: int) -> JobMix:
     return mix
 
 
-def point(task: tuple[str, str, int]) -> dict:
-    variant, scheduler, seed = task
+def point(task: tuple[str, str, int, str]) -> dict:
+    variant, scheduler, seed, placement = task
     parts = VARIANTS[variant]
     engine = Polled if "poll" in parts else Simulation
-    sim = engine(mix_for(parts, seed), parse_placement("lwf:1"), parse_scheduler(scheduler), seed)
+    sim = engine(mix_for(parts, seed), parse_placement(placement), parse_scheduler(scheduler), seed)
     return sim.run().summary
 
 
+def table4(seed: int) -> None:
+    tasks = [(v, "ada-srsf", seed, p) for v in ("base", "poll") for p in PLACEMENTS]
+    with ProcessPoolExecutor() as pool:
+        res = dict(zip(tasks, pool.map(point, tasks), strict=True))
+    print("| placement | avg JCT | GPU util | avg JCT with the poll | GPU util with the poll |")
+    print("|---|---|---|---|---|")
+    for p in PLACEMENTS:
+        base, poll = (res[(v, "ada-srsf", seed, p)] for v in ("base", "poll"))
+        print(
+            f"| {p} | {base['avg_jct']:.1f} s | {base['avg_gpu_utilization'] * 100:.2f}% "
+            f"| {poll['avg_jct']:.1f} s | {poll['avg_gpu_utilization'] * 100:.2f}% |"
+        )
+
+
 def main() -> int:
-    names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(VARIANTS)
-    bad = [n for n in names if n not in VARIANTS]
-    if bad:
-        print(f"variant: unknown {bad[0]!r}, expected one of {', '.join(VARIANTS)}")
-        return 2
     seed = sys.argv[2] if len(sys.argv) > 2 else "1"
     if not seed.isdigit():
         print(f"seed: must be a whole number, got {seed!r}")
         return 2
-    tasks = [(v, s, int(seed)) for v in names for s in SCHEDULERS]
+    if len(sys.argv) > 1 and sys.argv[1] == "table4":
+        table4(int(seed))
+        return 0
+    names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(VARIANTS)
+    bad = [n for n in names if n not in VARIANTS]
+    if bad:
+        print(f"variant: unknown {bad[0]!r}, expected one of {', '.join(VARIANTS)} or table4")
+        return 2
+    tasks = [(v, s, int(seed), "lwf:1") for v in names for s in SCHEDULERS]
     with ProcessPoolExecutor() as pool:
         res = dict(zip(tasks, pool.map(point, tasks), strict=True))
     print(
@@ -111,7 +131,7 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|")
     for v in names:
-        one, two, ada = (res[(v, s, int(seed))] for s in SCHEDULERS)
+        one, two, ada = (res[(v, s, int(seed), "lwf:1")] for s in SCHEDULERS)
         print(
             f"| {v} | {one['avg_jct']:.1f} s | {two['avg_jct']:.1f} s | {ada['avg_jct']:.1f} s "
             f"| {(1 - ada['avg_jct'] / one['avg_jct']) * 100:+.1f}% "
