@@ -80,6 +80,7 @@ def simulate(args: object) -> int:
         "period": wl.period if args.period is None else args.period,
         "contention": "none" if args.no_contention else wl.contention,
         "ps_mode": wl.ps_mode,
+        "ring_mode": wl.ring_mode,
         "local_traffic": wl.local_traffic,
         "goodput": goodput,
         "queues": used.queues if used else None,

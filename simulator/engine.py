@@ -45,6 +45,7 @@ class Engine:
         release_after: dict[str, tuple[str, int]] | None = None,
         contention: float = 0.0,
         ps_overlap: bool = False,
+        ring_steps: bool = False,
         local_on_ports: bool = False,
     ) -> None:
         self.topo = topo
@@ -75,19 +76,22 @@ class Engine:
                     if job.arch == "ps" and not ps_overlap
                     else np.zeros(len(job.flows), np.int64)
                 )
+                # a ring in steps: 2(W-1) rounds, every hop moving one chunk per round
+                rounds = 2 * (len(job.workers) - 1) if job.arch == "ring" and ring_steps else 1
                 self.jobs.append(
                     SimJob(
                         g,
                         job.job_id,
                         src,
                         dst,
-                        np.asarray([f.bytes for f in job.flows]),
+                        np.asarray([f.bytes for f in job.flows]) / rounds,
                         paths,
                         job.compute_time,
                         job.stages or cj.num_stages,
                         step=step,
                         index=len(self.jobs),
                         weight=job.weight,
+                        rounds=rounds,
                     )
                 )
             self.cojobs.append(
@@ -151,18 +155,24 @@ class Engine:
         else:
             self._start_comm(j)
 
-    def _start_comm(self, j: SimJob, step: int = 0) -> None:
-        """Start communication step ``step`` of an iteration: PS pushes are step 0 and
-        pulls step 1 (a server answers once it has every push); other jobs have one."""
+    def _start_comm(self, j: SimJob, step: int = 0, rnd: int = 0) -> None:
+        """Start communication step ``step`` of round ``rnd`` of an iteration: PS pushes
+        are step 0 and pulls step 1 (a server answers once it has every push); other
+        jobs have one. A ring in steps has 2(W-1) rounds of one step (a barrier per
+        round, as the traffic generator's replay has); other jobs have one round."""
         self._set_phase(j, "comm")
-        j.current_step = step
+        j.current_step, j.current_round = step, rnd
         local = np.zeros(len(j.src), dtype=bool) if self.local_on_ports else j.src == j.dst
         j.remaining[:] = np.where(local | (j.step != step), 0.0, j.size)
 
     def _comm_finished(self, j: SimJob) -> bool:
         """True when the iteration's last step is done; else moves to the next step."""
-        while j.current_step < int(j.step.max(initial=0)):
-            self._start_comm(j, j.current_step + 1)
+        last = int(j.step.max(initial=0))
+        while j.current_step < last or j.current_round + 1 < j.rounds:
+            if j.current_step < last:
+                self._start_comm(j, j.current_step + 1, j.current_round)
+            else:
+                self._start_comm(j, 0, j.current_round + 1)
             if (j.remaining > EPS).any():
                 return False
         return True
@@ -244,9 +254,10 @@ class Engine:
         """Built once per job, so the snapshot's flow tables are reused across steps."""
         if j.specs is None:
             hosts = self.topo.hosts
+            per_iteration = (j.size * j.rounds).tolist()
             j.specs = tuple(
                 FlowSpec(hosts[s], hosts[d], b)
-                for s, d, b in zip(j.src.tolist(), j.dst.tolist(), j.size.tolist(), strict=True)
+                for s, d, b in zip(j.src.tolist(), j.dst.tolist(), per_iteration, strict=True)
             )
         return j.specs
 

@@ -76,6 +76,7 @@ def engine_for(
         release_after=wl.release_after,
         contention=contention,
         ps_overlap=wl.ps_mode == "overlap",
+        ring_steps=wl.ring_mode == "steps",
         local_on_ports=wl.local_traffic == "ports",
     )
 

@@ -20,7 +20,7 @@ class SimJob:
     job_id: str
     src: np.ndarray  # host index per flow
     dst: np.ndarray
-    size: np.ndarray  # bytes per iteration per flow
+    size: np.ndarray  # bytes per flow per round (per iteration when ``rounds`` is 1)
     paths: list[np.ndarray]
     compute: float
     runs: int  # stages the job runs before it is killed (hidden from online policies)
@@ -29,6 +29,8 @@ class SimJob:
     end: float = math.nan
     step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per flow
     current_step: int = 0
+    rounds: int = 1  # rounds of steps per iteration (a ring in steps: 2(W-1))
+    current_round: int = 0
     stage: int = 0  # the stage the job is in (its cojob's, under the barrier)
     weight: float = 1.0
     specs: tuple[FlowSpec, ...] | None = None  # the flows as the scheduling core sees them
@@ -97,7 +99,7 @@ def collect_result(engine: Engine) -> SimResult:
                 }
             )
     moved = (lambda j: j.size) if engine.local_on_ports else (lambda j: j.size[j.src != j.dst])
-    expected = sum(j.done * float(moved(j).sum()) for j in engine.jobs)
+    expected = sum(j.done * j.rounds * float(moved(j).sum()) for j in engine.jobs)
     return SimResult(
         engine.policy, stages, jobs, engine.events, engine.reschedules, engine.delivered, expected
     )

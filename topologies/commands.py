@@ -102,6 +102,8 @@ def emulate(args: object) -> int:
     calibrated = bool(args.config)
     if not calibrated:  # payload can never move at the frames' rate: headers ride along
         wl = replace(wl, goodput=min(wl.goodput, PAYLOAD_SHARE))
+    # the replay runs a ring's 2(W-1) steps with a barrier after each: predict that
+    wl = replace(wl, ring_mode="steps")
     sim = run_policies(
         wl, policies, period=period, queues=queues, progress=False, calibrated=calibrated
     )

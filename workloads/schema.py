@@ -23,9 +23,10 @@ TOP_KEYS = (
     "model", "cojobs",
 )  # fmt: skip
 SCHEDULING_KEYS = ("period", "queues", "admission")
-MODEL_KEYS = ("ps_mode", "contention", "local_traffic", "barrier", "goodput")
+MODEL_KEYS = ("ps_mode", "ring_mode", "contention", "local_traffic", "barrier", "goodput")
 LOCAL_TRAFFIC = ("drop", "ports")
 PS_MODES = ("sequential", "overlap")
+RING_MODES = ("fluid", "steps")
 CONTENTION_MODELS = ("wang", "none")
 # a leafspine topology's capacity comes from its link speed
 COJOB_KEYS = ("id", "arrival", "stages", "jobs")
@@ -60,6 +61,9 @@ class Workload:
     queues: QueueConfig | None = None  # scheduling.queues/admission; None: the defaults
     # PS iterations: push then pull ("sequential") or both at once ("overlap")
     ps_mode: str = "sequential"
+    # ring all-reduce iterations: every hop's bytes as one flow ("fluid"), or 2(W-1)
+    # steps of a chunk per hop with a barrier after each ("steps", as the replay runs)
+    ring_mode: str = "fluid"
     # link sharing between jobs: Wang et al.'s Eq. 5 ("wang") or ideal fluid ("none");
     # unset in a file: "wang" for workloads in seconds, "none" for textbook time units
     contention: str = "wang"
@@ -150,6 +154,7 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
         period=period,
         queues=queues,
         ps_mode=v.choice(model.get("ps_mode", "sequential"), "model.ps_mode", PS_MODES),
+        ring_mode=v.choice(model.get("ring_mode", "fluid"), "model.ring_mode", RING_MODES),
         contention=v.choice(
             model.get("contention", default_contention), "model.contention", CONTENTION_MODELS
         ),

@@ -207,6 +207,24 @@ def test_ps_mode_sequential_pushes_then_pulls_overlap_does_both(mode, sct):
     assert r.summary["avg_sct"] == pytest.approx(sct)
 
 
+@pytest.mark.parametrize(("steps", "ring_end"), [(False, 3.0), (True, 4.0)])
+def test_a_ring_in_steps_waits_for_its_slowest_hop_at_every_step(steps, ring_end):
+    """A ring of h1, h2 (model 2: each hop moves 2 per iteration; in steps, 1 in each of
+    2 steps) on unit links. X (h1 -> h3, 1) runs from 0 and Y (h2 -> h3, 1) from 2, so
+    contention moves from hop h1 -> h2 to hop h2 -> h1. Fluid: h2 -> h1 is done at 2
+    and h1 -> h2 at 3 (half rate to 2, then alone). Steps: step 1 ends at 2 (h1 -> h2
+    at half rate), step 2 at 4 (h2 -> h1 shares with Y)."""
+    jobs = [
+        Cojob("ring", (1,), (Job.ring("r", 2.0, ["h1", "h2"]),)),
+        Cojob("x", (1,), (Job.explicit("x", [FlowSpec("h1", "h3", 1.0)]),)),
+        Cojob("y", (1,), (Job.explicit("y", [FlowSpec("h2", "h3", 1.0)]),), arrival=2.0),
+    ]
+    eng = Engine(jobs, bigswitch(["h1", "h2", "h3"], 1.0), "fs", ring_steps=steps)
+    ends = {s["cojob"]: s["sct"] for s in eng.run().stages}
+    assert ends["ring"] == pytest.approx(ring_end)
+    assert ends["x"] == pytest.approx(2.0)
+
+
 def test_sweep_points_in_parallel_give_the_same_results(tmp_path):
     def sweep(jobs: int) -> dict:
         proc = subprocess.run(

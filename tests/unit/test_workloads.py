@@ -186,6 +186,7 @@ def test_scheduling_and_model_sections():
         ("scheduling", {"admission": {"b": 0}}, r"^scheduling\.admission\.b: must be positive"),
         ("scheduling", {"policy": "x"}, r"^scheduling\.policy: unknown key"),
         ("model", {"ps_mode": "async"}, r"^model\.ps_mode: must be one of sequential, overlap"),
+        ("model", {"ring_mode": "x"}, r"^model\.ring_mode: must be one of fluid, steps"),
         ("model", {"contention": "tcp"}, r"^model\.contention: must be one of wang, none"),
         ("model", {"local_traffic": "x"}, r"^model\.local_traffic: must be one of drop, ports"),
     ],
