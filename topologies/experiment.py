@@ -132,6 +132,9 @@ class Emulation:
             self.netns[h] = NetnsThread(self.fabric.netns_path(h))
         if self.policy != "fs":
             self.start_coordinator()
+            # as on a cluster, the coordinator is up before jobs arrive: without this the
+            # replay's first 1.5-2 s ran unplanned (the process starts in about a second)
+            self._wait_coordinator()
 
     def start_coordinator(self) -> None:
         log = (self.work / "coordinator.log").open("a")
@@ -156,6 +159,19 @@ class Emulation:
         if self.coordinator and self.coordinator.poll() is None:
             self.coordinator.kill()
             self.coordinator.wait(timeout=10)
+
+    def _wait_coordinator(self, seconds: float = 30.0) -> None:
+        """Until the coordinator has reached every agent (its log says so per host)."""
+        log = self.work / "coordinator.log"
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.coordinator is None or self.coordinator.poll() is not None:
+                raise RuntimeError(f"coordinator exited: {log.read_text()[-1500:]}")
+            text = log.read_text()
+            if all(f"agent {h} is up" in text for h in self.spec.host_names):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"coordinator did not reach every agent in {seconds:g} s")
 
     def _wait_socket(self, path: Path, proc: subprocess.Popen, host: str) -> None:
         deadline = time.monotonic() + 20
