@@ -32,7 +32,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 
 from pda.admission import ContentionModel
-from simulator.jobs.engine import Job, Simulation
+from simulator.jobs.engine import COMM, Job, Simulation
 from simulator.jobs.placement import parse_placement
 from simulator.jobs.schedulers import parse_scheduler
 from workloads.jobmix import GpuCluster, JobMix, wang_64gpu
@@ -66,11 +66,10 @@ class Polled(Simulation):
                 first = next(s for s, n in zip(job.servers, loads, strict=True) if n)
                 for task in self.server_comm[first]:
                     counts[task] = counts.get(task, 0) + 1
-        changed = {
-            t for t in set(counts) | set(self.pollers) if counts.get(t) != self.pollers.get(t)
-        }
+        changed = counts.keys() | self.pollers.keys()
+        changed = {t for t in changed if counts.get(t) != self.pollers.get(t) and t.phase == COMM}
         self.pollers = counts
-        self.rerate_jobs({t for t in changed if any(t in self.server_comm[s] for s in t.servers)})
+        self.rerate_jobs(changed)
 
     def comm_rate(self, job: Job) -> float:
         return super().comm_rate(job) * (1 + self.pollers.get(job, 0))
