@@ -127,9 +127,13 @@ def test_bands_split_bottleneck_and_swap_within_a_second(pair, agent_env, backen
     r1, r2 = (receiver_rates(s.communicate(timeout=30)[0]) for s in servers)
 
     def share(lo: float, hi: float) -> tuple[float, float]:
+        """Flow 1's share and the Mbit/s both carried, over iperf3's intervals inside
+        [lo, hi]: the rate is over the time those intervals cover, not the window's."""
+        inside = [(s, e) for s, e, _ in r1 if s >= lo and e <= hi]
         b1 = sum(b for s, e, b in r1 if s >= lo and e <= hi)
         b2 = sum(b for s, e, b in r2 if s >= lo and e <= hi)
-        return b1 / (b1 + b2), (b1 + b2) * 8 / (hi - lo) / 1e6
+        covered = sum(e - s for s, e in inside)
+        return b1 / (b1 + b2), (b1 + b2) * 8 / covered / 1e6
 
     before, mbps = share(1.0, swapped - 0.1)
     after, _ = share(swapped + 1.0, duration)
