@@ -211,7 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     em.add_argument("--seed", type=T.SEED, default=1)
     em.add_argument(
-        "--runs", type=T.count(1, 20), default=1, help="runs per policy (torch experiments)"
+        "--runs",
+        type=T.count(1, 20),
+        default=1,
+        help="runs per policy, interleaved; times are the mean over runs",
     )
     em.add_argument(
         "--min-share",

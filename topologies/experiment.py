@@ -23,6 +23,7 @@ import yaml
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.admission import ContentionModel
+from topologies.cpustats import StealMonitor
 from topologies.leafspine import Fabric, LeafSpine
 from topologies.tcpstats import host_counters
 from trafficgen.netns import NetnsThread
@@ -39,6 +40,7 @@ class RunOutput:
     band_bytes: dict[str, dict[int, int]] = field(default_factory=dict)
     logs: Path | None = None
     tcp: dict[str, dict[str, int]] = field(default_factory=dict)  # host -> TCP counters
+    cpu_steal: dict[str, float] = field(default_factory=dict)  # mean and worst second
 
 
 def cluster_config(
@@ -200,15 +202,19 @@ class Emulation:
                 self.kill_coordinator()
 
             killer = asyncio.create_task(kill_later())
+        steal = StealMonitor()
+        steal.start()
         try:
             res = await replay(list(wl.cojobs), hosts, wl.release_after)
         finally:
+            steal.stop()
             if killer:
                 killer.cancel()
             for c in channels.values():
                 await c.close()
         tcp = {h: host_counters(self.fabric.host(h).pid) for h in self.spec.host_names}
-        return RunOutput(self.policy, res, await self.band_bytes(), self.work, tcp)
+        bands = await self.band_bytes()
+        return RunOutput(self.policy, res, bands, self.work, tcp, steal.summary())
 
     async def band_bytes(self) -> dict[str, dict[int, int]]:
         out = {}

@@ -6,11 +6,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from common.errors import ConfigError
 from common.output import table, write_json
 from pda.priorities import QueueConfig
 from simulator.run import run_policies
-from topologies.commands import emulation_queues, spec_of
+from topologies.commands import emulation_queues, parse_policies, spec_of
 from topologies.torch_experiment import (
     check_known,
     load_torch_experiment,
@@ -24,12 +23,7 @@ POLICIES = ("fs", "grouper", "baraat", "sincronia", "sptf")
 
 def emulate_torch(args: Any) -> int:
     check_known(args.experiment)
-    policies = [p for p in args.policies.split(",") if p]
-    for p in policies:
-        if p not in POLICIES:
-            raise ConfigError(
-                "--policies", f"unknown policy {p[:20]!r} (known: {', '.join(POLICIES)})"
-            )
+    policies = parse_policies(args.policies, POLICIES)
     exp = load_torch_experiment(args.experiment)
     queues = emulation_queues(args)
     wl_topology = load_workload("builtin:small")  # the same fabric spec

@@ -268,27 +268,77 @@ class ReplayResult:
 async def replay(
     cojobs: list[Cojob], hosts: Hosts, release_after: dict[str, tuple[str, int]] | None = None
 ) -> ReplayResult:
-    res = ReplayResult()
-    ports = itertools.count(20000)
-    t0 = time.monotonic()
-    stage_done: dict[tuple[str, int], asyncio.Event] = defaultdict(asyncio.Event)
+    """Run every cojob from its arrival (or the stage it is released after) to its end,
+    all at once; what went wrong is in the result's ``errors``."""
+    run = _Replay(cojobs, hosts, release_after or {})
+    outcomes = await asyncio.gather(
+        *(run.cojob(i, c) for i, c in enumerate(cojobs)), return_exceptions=True
+    )
+    res = run.res
+    for c, o in zip(cojobs, outcomes, strict=True):
+        if isinstance(o, BaseException):
+            res.errors.append(f"{c.cojob_id}: {type(o).__name__}: {o}")
+    short = res.ledger.shortfall()
+    if short:
+        res.errors.append(f"bytes missing on {len(short)} flows: {dict(list(short.items())[:5])}")
+    return res
 
-    async def run_cojob(cj: Cojob) -> None:
-        trigger = (release_after or {}).get(cj.cojob_id)
+
+class _Replay:
+    """What the cojobs of one replay share: the clock, ports, results and the events
+    that order their starts."""
+
+    def __init__(
+        self, cojobs: list[Cojob], hosts: Hosts, release_after: dict[str, tuple[str, int]]
+    ) -> None:
+        self.hosts, self.release_after = hosts, release_after
+        self.res = ReplayResult()
+        self.ports = itertools.count(20000)
+        self.t0 = time.monotonic()
+        self.stage_done: dict[tuple[str, int], asyncio.Event] = defaultdict(asyncio.Event)
+        self.before = _same_time_predecessors(cojobs, release_after)
+        self.stamped = [asyncio.Event() for _ in cojobs]
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    async def cojob(self, i: int, cj: Cojob) -> None:
+        try:
+            try:
+                arrival, runners = await self.arrive(i, cj)
+            finally:  # even when it failed: the cojob after it must not wait forever
+                self.stamped[i].set()
+            await asyncio.gather(*(r.register() for r in runners[1:]))
+            for r in runners:
+                await r.setup()
+            await self.stages(cj, runners, arrival)
+        finally:  # cojobs released after a stage it did not reach (failed, or all its
+            # jobs ended before) start when it ends, instead of never
+            for k in range(len(cj.stage_iterations)):
+                self.stage_done[(cj.cojob_id, k + 1)].set()
+
+    async def arrive(self, i: int, cj: Cojob) -> tuple[float, list[JobRunner]]:
+        """Wait for the cojob's arrival, then register its first job, after the cojob
+        before it that arrives at the same time: the agents stamp a cojob's arrival at
+        its first registration."""
+        trigger = self.release_after.get(cj.cojob_id)
         if trigger:
-            await stage_done[trigger].wait()
+            await self.stage_done[trigger].wait()
         else:
-            await asyncio.sleep(max(0.0, cj.arrival - (time.monotonic() - t0)))
-        arrival = time.monotonic() - t0
-        runners = [JobRunner(hosts, cj, j, ports, res.ledger) for j in cj.jobs]
+            await asyncio.sleep(max(0.0, cj.arrival - self.now()))
+        arrival = self.now()
+        runners = [JobRunner(self.hosts, cj, j, self.ports, self.res.ledger) for j in cj.jobs]
         for r in runners:
             r.declare()
-        await asyncio.gather(*(r.register() for r in runners))
-        for r in runners:
-            await r.setup()
-        alive = list(runners)
-        bound = 0
-        start = arrival
+        if i in self.before:
+            await self.stamped[self.before[i]].wait()
+        await runners[0].register()
+        return arrival, runners
+
+    async def stages(self, cj: Cojob, runners: list[JobRunner], arrival: float) -> None:
+        """Each stage's iterations on every job still alive, then the barrier; the jobs
+        whose stage count is reached stop there (successive halving)."""
+        alive, bound, start = list(runners), 0, arrival
         for k, iters in enumerate(cj.stage_iterations):
             first, bound = bound, bound + iters
 
@@ -297,42 +347,35 @@ async def replay(
                     await r.iteration(it)
 
             await asyncio.gather(*(run_stage(r) for r in alive))
-            end = time.monotonic() - t0
-            res.stages.append(
-                {
-                    "cojob": cj.cojob_id,
-                    "stage": k + 1,
-                    "start": start,
-                    "end": end,
-                    "sct": end - arrival,
-                    "duration": end - start,
-                }
-            )
-            stage_done[(cj.cojob_id, k + 1)].set()
+            end = self.now()
+            stage = {"cojob": cj.cojob_id, "stage": k + 1, "start": start, "end": end}
+            self.res.stages.append({**stage, "sct": end - arrival, "duration": end - start})
+            self.stage_done[(cj.cojob_id, k + 1)].set()
             start = end
             last = k + 1 == len(cj.stage_iterations)
             for r in list(alive):
                 if last or (r.job.stages is not None and r.job.stages <= k + 1):
                     alive.remove(r)
                     await r.finish()
-                    res.jobs.append(
-                        {
-                            "cojob": cj.cojob_id,
-                            "job": r.job.job_id,
-                            "arrival": arrival,
-                            "end": end,
-                            "jct": end - arrival,
-                            "stages": k + 1,
-                        }
-                    )
+                    job = {"cojob": cj.cojob_id, "job": r.job.job_id, "arrival": arrival}
+                    self.res.jobs.append({**job, "end": end, "jct": end - arrival, "stages": k + 1})
             if not alive:
                 break
 
-    outcomes = await asyncio.gather(*(run_cojob(c) for c in cojobs), return_exceptions=True)
-    for c, o in zip(cojobs, outcomes, strict=True):
-        if isinstance(o, BaseException):
-            res.errors.append(f"{c.cojob_id}: {type(o).__name__}: {o}")
-    short = res.ledger.shortfall()
-    if short:
-        res.errors.append(f"bytes missing on {len(short)} flows: {dict(list(short.items())[:5])}")
-    return res
+
+def _same_time_predecessors(
+    cojobs: list[Cojob], release_after: dict[str, tuple[str, int]]
+) -> dict[int, int]:
+    """For each cojob, the one before it in the workload that arrives at the same time
+    (neither released by another's stage). It registers after that one, so the
+    coordinator sees simultaneous arrivals in workload order, the simulator's tie-break,
+    instead of whichever task the event loop ran first."""
+    last: dict[float, int] = {}
+    before = {}
+    for i, cj in enumerate(cojobs):
+        if cj.cojob_id in release_after:
+            continue
+        if cj.arrival in last:
+            before[i] = last[cj.arrival]
+        last[cj.arrival] = i
+    return before
