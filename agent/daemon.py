@@ -68,12 +68,10 @@ def options_from(cfg: ClusterConfig, args: argparse.Namespace) -> AgentOptions:
     )
 
 
-async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | None = None) -> None:
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    metrics = AgentMetrics(opts.host)
+def _build_core(
+    cfg: ClusterConfig, opts: AgentOptions, metrics: AgentMetrics, diag: SockDiag
+) -> tuple[AgentCore, KernelThread]:
+    """The agent's state and its kernel thread; nothing is installed yet."""
     registry = Registry(
         opts.state_file,
         known_hosts={h.name for h in cfg.hosts},
@@ -88,8 +86,6 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         control_ports=cfg.control_ports,
         multiqueue=opts.multiqueue,
     )
-    enforcer = kernel.enforcer
-    diag = SockDiag()
     core = AgentCore(
         opts.host,
         registry,
@@ -100,6 +96,62 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         metrics,
         tracker=Tracker(opts.host, cfg.host_of, diag),
     )
+    return core, kernel
+
+
+def _listen_public(server: grpc.aio.Server, cfg: ClusterConfig, address: str) -> None:
+    """The coordinator's port: plain, or mutual TLS where only certificates from our CA
+    get in."""
+    if cfg.tls is None:
+        server.add_insecure_port(address)
+        return
+    server.add_secure_port(
+        address,
+        grpc.ssl_server_credentials(
+            [(Path(cfg.tls.key).read_bytes(), Path(cfg.tls.cert).read_bytes())],
+            root_certificates=Path(cfg.tls.ca).read_bytes(),
+            require_client_auth=True,
+        ),
+    )
+
+
+def _listen_local(server: grpc.aio.Server, socket: str) -> Path:
+    """The jobs' Registry on a Unix socket (a stale one from a crash is replaced)."""
+    sock = Path(socket)
+    sock.parent.mkdir(parents=True, exist_ok=True)
+    sock.unlink(missing_ok=True)
+    server.add_insecure_port(f"unix:{sock}")
+    return sock
+
+
+async def _housekeeping(
+    core: AgentCore, kernel: KernelThread, tailer: JsonlTailer, stop: asyncio.Event
+) -> None:
+    """Until ``stop``: tail job events, drop expired plans, repair kernel drift."""
+    since_reconcile = 0.0
+    while not stop.is_set():
+        tailer.poll()
+        await core.check_ttl()
+        since_reconcile += POLL_EVERY
+        if since_reconcile >= RECONCILE_EVERY:
+            since_reconcile = 0.0
+            await kernel.call(kernel.enforcer.reconcile)
+            await core.counters()
+        try:
+            await asyncio.wait_for(stop.wait(), POLL_EVERY)
+        except TimeoutError:
+            pass
+
+
+async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    metrics = AgentMetrics(opts.host)
+    diag = SockDiag()
+    core, kernel = _build_core(cfg, opts, metrics, diag)
+    enforcer = kernel.enforcer
     discovery: asyncio.Task | None = None
     tailer = JsonlTailer(opts.jobs_dir, lambda ev: core.registry_call("event", ev, "jsonl"))
     public = grpc.aio.server()
@@ -120,22 +172,9 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         authorize = None if cfg.tls is None else coordinator_only(cfg.tls.coordinator_name)
         pbg.add_AgentServicer_to_server(AgentServicer(core, authorize, prober), public)
         health_pb2_grpc.add_HealthServicer_to_server(health_svc, public)
-        if cfg.tls is None:
-            public.add_insecure_port(opts.listen)
-        else:  # mutual TLS: only clients with a certificate from our CA get in
-            public.add_secure_port(
-                opts.listen,
-                grpc.ssl_server_credentials(
-                    [(Path(cfg.tls.key).read_bytes(), Path(cfg.tls.cert).read_bytes())],
-                    root_certificates=Path(cfg.tls.ca).read_bytes(),
-                    require_client_auth=True,
-                ),
-            )
+        _listen_public(public, cfg, opts.listen)
         pbg.add_RegistryServicer_to_server(RegistryServicer(core), local)
-        sock = Path(opts.socket)
-        sock.parent.mkdir(parents=True, exist_ok=True)
-        sock.unlink(missing_ok=True)
-        local.add_insecure_port(f"unix:{sock}")
+        sock = _listen_local(local, opts.socket)
         await public.start()
         await local.start()
         os.chmod(sock, 0o660)
@@ -144,19 +183,7 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         metrics.serve(opts.metrics_port)
         discovery = asyncio.create_task(discover_loop(core, cfg.agent.discovery_interval, stop))
         log.info("serving coordinator API on %s, registry on unix:%s", opts.listen, sock)
-        since_reconcile = 0.0
-        while not stop.is_set():
-            tailer.poll()
-            await core.check_ttl()
-            since_reconcile += POLL_EVERY
-            if since_reconcile >= RECONCILE_EVERY:
-                since_reconcile = 0.0
-                await kernel.call(enforcer.reconcile)
-                await core.counters()
-            try:
-                await asyncio.wait_for(stop.wait(), POLL_EVERY)
-            except TimeoutError:
-                pass
+        await _housekeeping(core, kernel, tailer, stop)
     finally:
         log.info("shutting down: removing what this agent installed")
         if discovery is not None:
