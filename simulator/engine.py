@@ -26,7 +26,7 @@ from pda.policies import knows_survivors, orders_flows
 from pda.priorities import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
-from simulator.state import SimCojob, SimJob, SimResult, collect_result
+from simulator.state import SimCojob, SimJob, SimResult, build_jobs, collect_result
 from workloads.topology import Topology
 
 EPS = 1e-9
@@ -56,47 +56,7 @@ class Engine:
         self.knows = knows_survivors(policy)
         self.orders = orders_flows(policy)  # fs: a plan only when the flows change
         self.tables = FlowTables()
-        host = {h: i for i, h in enumerate(topo.hosts)}
-        self.jobs: list[SimJob] = []
-        self.cojobs: list[SimCojob] = []
-        for g, cj in enumerate(sorted(cojobs, key=lambda c: c.arrival)):
-            ids = []
-            for job in cj.jobs:
-                src = np.asarray([host[f.src] for f in job.flows], dtype=np.int64)
-                dst = np.asarray([host[f.dst] for f in job.flows], dtype=np.int64)
-                paths = [
-                    np.asarray(topo.path(s, d, f"{cj.cojob_id}/{job.job_id}/{k}"))
-                    for k, (s, d) in enumerate(zip(src, dst, strict=True))
-                ]
-                ids.append(len(self.jobs))
-                # PS flows alternate push, pull (Job.ps): sequential mode runs the pulls
-                # once every push is in, overlap mode runs both at once
-                step = (
-                    np.arange(len(job.flows)) % 2
-                    if job.arch == "ps" and not ps_overlap
-                    else np.zeros(len(job.flows), np.int64)
-                )
-                # a ring in steps: 2(W-1) rounds, every hop moving one chunk per round
-                rounds = 2 * (len(job.workers) - 1) if job.arch == "ring" and ring_steps else 1
-                self.jobs.append(
-                    SimJob(
-                        g,
-                        job.job_id,
-                        src,
-                        dst,
-                        np.asarray([f.bytes for f in job.flows]) / rounds,
-                        paths,
-                        job.compute_time,
-                        job.stages or cj.num_stages,
-                        step=step,
-                        index=len(self.jobs),
-                        weight=job.weight,
-                        rounds=rounds,
-                    )
-                )
-            self.cojobs.append(
-                SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids, barrier=cj.barrier)
-            )
+        self.jobs, self.cojobs = build_jobs(cojobs, topo, ps_overlap, ring_steps)
         self.release_after = release_after or {}
         self.contention = contention  # eta / b of Eq. 5; 0 = ideal fluid sharing
         # host-local flows (same source and destination host) are dropped, or cross the

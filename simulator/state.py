@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pda.model import FlowSpec
+from pda.model import Cojob, FlowSpec, Job
+from workloads.topology import Topology
 
 if TYPE_CHECKING:
     from simulator.engine import Engine
@@ -102,4 +103,64 @@ def collect_result(engine: Engine) -> SimResult:
     expected = sum(j.done * j.rounds * float(moved(j).sum()) for j in engine.jobs)
     return SimResult(
         engine.policy, stages, jobs, engine.events, engine.reschedules, engine.delivered, expected
+    )
+
+
+def build_jobs(
+    cojobs: list[Cojob], topo: Topology, ps_overlap: bool, ring_steps: bool
+) -> tuple[list[SimJob], list[SimCojob]]:
+    """The engine's jobs and cojobs, cojobs by arrival (stable: workload order breaks
+    ties), each job's flows with their paths through ``topo``."""
+    host = {h: i for i, h in enumerate(topo.hosts)}
+    jobs: list[SimJob] = []
+    sim_cojobs: list[SimCojob] = []
+    for g, cj in enumerate(sorted(cojobs, key=lambda c: c.arrival)):
+        ids = []
+        for job in cj.jobs:
+            ids.append(len(jobs))
+            jobs.append(_sim_job(g, cj, job, topo, host, len(jobs), ps_overlap, ring_steps))
+        sim_cojobs.append(
+            SimCojob(cj.cojob_id, cj.arrival, cj.stage_iterations, ids, barrier=cj.barrier)
+        )
+    return jobs, sim_cojobs
+
+
+def _sim_job(
+    g: int,
+    cj: Cojob,
+    job: Job,
+    topo: Topology,
+    host: dict[str, int],
+    index: int,
+    ps_overlap: bool,
+    ring_steps: bool,
+) -> SimJob:
+    src = np.asarray([host[f.src] for f in job.flows], dtype=np.int64)
+    dst = np.asarray([host[f.dst] for f in job.flows], dtype=np.int64)
+    paths = [
+        np.asarray(topo.path(s, d, f"{cj.cojob_id}/{job.job_id}/{k}"))
+        for k, (s, d) in enumerate(zip(src, dst, strict=True))
+    ]
+    # PS flows alternate push, pull (Job.ps): sequential mode runs the pulls once every
+    # push is in, overlap mode runs both at once
+    step = (
+        np.arange(len(job.flows)) % 2
+        if job.arch == "ps" and not ps_overlap
+        else np.zeros(len(job.flows), np.int64)
+    )
+    # a ring in steps: 2(W-1) rounds, every hop moving one chunk per round
+    rounds = 2 * (len(job.workers) - 1) if job.arch == "ring" and ring_steps else 1
+    return SimJob(
+        g,
+        job.job_id,
+        src,
+        dst,
+        np.asarray([f.bytes for f in job.flows]) / rounds,
+        paths,
+        job.compute_time,
+        job.stages or cj.num_stages,
+        step=step,
+        index=index,
+        weight=job.weight,
+        rounds=rounds,
     )
