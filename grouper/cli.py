@@ -89,20 +89,12 @@ def _cmd_emulate(args: argparse.Namespace) -> int:
     return emulate(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = T.Parser(prog="grouper", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+# adds a subcommand: add(name, handler, help) -> its parser
+Add = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
-    def add(
-        name: str,
-        fn: Callable[[argparse.Namespace], int],
-        help_: str,
-        parent: argparse._SubParsersAction = sub,
-    ) -> argparse.ArgumentParser:
-        sp = parent.add_parser(name, help=help_, description=help_)
-        sp.set_defaults(fn=fn)
-        return sp
 
+def _add_order(add: Add) -> None:
+    """`grouper order` and its options."""
     o = add("order", _cmd_order, "PDA order of a workload's stages and every host's plan")
     o.add_argument("--workload", required=True, help="builtin:NAME or a YAML file")
     o.add_argument(
@@ -117,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument("--json", metavar="PATH", help="write the result as JSON (- = stdout)")
 
+
+def _add_lower_bound(add: Add) -> None:
+    """`grouper lower-bound`."""
     lb = add(
         "lower-bound",
         _cmd_lower_bound,
@@ -134,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lb.add_argument("--json", metavar="PATH")
 
+
+def _add_simulate(add: Add) -> None:
+    """`grouper simulate [run|sweep]`: stage and job simulations, sweeps."""
     sim = add(
         "simulate",
         _cmd_simulate,
@@ -151,20 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workload", help="builtin:NAME or YAML file (default sim60, or wang-64gpu for jobs)"
     )
     sim.add_argument("--config", help="cluster YAML: its queues and admission (a, b, eta) are used")
-    sim.add_argument("--placement", help="jobs: rand, ff, ls, lwf:K (comma-separated)")
-    sim.add_argument("--scheduler", help="jobs: srsf:N, ada-srsf (comma-separated)")
-    sim.add_argument(
-        "--iteration-batch",
-        dest="iteration_batch",
-        type=T.count(1, 100000),
-        help="jobs: simulate K iterations as one (default 1: exact)",
-    )
-    sim.add_argument(
-        "--hold-gpus",
-        dest="hold_gpus",
-        action="store_true",
-        help="jobs: a job's GPUs stay idle through its all-reduce (no sharing meanwhile)",
-    )
+    _add_simulate_jobs(sim)
     sim.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")
     sim.add_argument("--values", help="sweep: comma-separated values to use instead")
@@ -187,6 +172,31 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ideal fluid sharing instead of Eq. 5's contention model",
     )
+    _add_sweep_runners(sim)
+    sim.add_argument("--out", help="directory for CSV and PNG files")
+    sim.add_argument("--json", metavar="PATH")
+
+
+def _add_simulate_jobs(sim: argparse.ArgumentParser) -> None:
+    """Options of `--mode jobs` (whole jobs on GPUs)."""
+    sim.add_argument("--placement", help="jobs: rand, ff, ls, lwf:K (comma-separated)")
+    sim.add_argument("--scheduler", help="jobs: srsf:N, ada-srsf (comma-separated)")
+    sim.add_argument(
+        "--iteration-batch",
+        dest="iteration_batch",
+        type=T.count(1, 100000),
+        help="jobs: simulate K iterations as one (default 1: exact)",
+    )
+    sim.add_argument(
+        "--hold-gpus",
+        dest="hold_gpus",
+        action="store_true",
+        help="jobs: a job's GPUs stay idle through its all-reduce (no sharing meanwhile)",
+    )
+
+
+def _add_sweep_runners(sim: argparse.ArgumentParser) -> None:
+    """Where a sweep's points run: local cores or a Dask cluster."""
     sim.add_argument(
         "--jobs",
         type=T.count(1, 256),
@@ -197,8 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="sweep: run the points on the Dask cluster at ADDRESS (tcp://HOST:8786)",
     )
-    sim.add_argument("--out", help="directory for CSV and PNG files")
-    sim.add_argument("--json", metavar="PATH")
+
+
+def _add_emulate(add: Add) -> None:
+    """`grouper emulate`: the Mininet leaf-spine with agents and coordinator."""
     em = add(
         "emulate",
         _cmd_emulate,
@@ -231,6 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     em.add_argument("--out", help="directory for logs and plots")
     em.add_argument("--json", metavar="PATH")
+
+
+def _add_calibrate(add: Add) -> None:
+    """`grouper calibrate`: the contention model, emulated or on a cluster."""
     ca = add(
         "calibrate",
         _cmd_calibrate,
@@ -262,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--write", metavar="CLUSTER.yaml", help="store a, b, eta in its admission")
     ca.add_argument("--out", help="directory for the plot")
     ca.add_argument("--json", metavar="PATH")
+
+
+def _add_daemons(add: Add) -> None:
+    """The daemons (`agent`, `coordinator`) and `check-config`."""
     ag = add("agent", _cmd_agent, "run the host agent (root)")
     from agent.options import add_arguments
 
@@ -276,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cc = add("check-config", _cmd_check_config, "validate a cluster config file")
     cc.add_argument("file")
+
+
+def _add_run(add: Add) -> None:
+    """`grouper run`: a command as a job of a cojob."""
     ru = add("run", _cmd_run, "run a command as a grouper job (registers it with the local agent)")
     ru.add_argument("--cojob", required=True, help="the search (cojob) id")
     ru.add_argument("--job", required=True, help="this job's id (the same on every host)")
@@ -299,6 +323,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ru.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
+
+def build_parser() -> argparse.ArgumentParser:
+    p = T.Parser(prog="grouper", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(
+        name: str,
+        fn: Callable[[argparse.Namespace], int],
+        help_: str,
+        parent: argparse._SubParsersAction = sub,
+    ) -> argparse.ArgumentParser:
+        sp = parent.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    for part in (
+        _add_order,
+        _add_lower_bound,
+        _add_simulate,
+        _add_emulate,
+        _add_calibrate,
+        _add_daemons,
+        _add_run,
+    ):
+        part(add)
     add_bench(sub.add_parser("bench", help="benchmarks (print figures, assert nothing)"))
     return p
 

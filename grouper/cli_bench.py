@@ -60,57 +60,71 @@ def _cmd_bench_datapath(args: argparse.Namespace) -> int:
     )
 
 
+RUNS = T.count(3, 1000)  # timed runs; the median of at least three is reported
+
+
 def add_bench(bench: argparse.ArgumentParser) -> None:
     """Every ``bench`` subcommand, on the ``bench`` parser."""
+    bsub = bench.add_subparsers(dest="what", required=True)
 
-    def add(
-        name: str, fn: Callable[[argparse.Namespace], int], help_: str, parent: object
-    ) -> argparse.ArgumentParser:
-        sp = parent.add_parser(name, help=help_, description=help_)
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str):
+        sp = bsub.add_parser(name, help=help_, description=help_)
         sp.set_defaults(fn=fn)
+        sp.add_argument("--json", metavar="PATH")
         return sp
 
-    bsub = bench.add_subparsers(dest="what", required=True)
-    bp = add("pda", _cmd_bench_pda, "time PDA on a random cluster-scale instance", bsub)
+    _add_planning_benches(add)
+    _add_kernel_benches(add)
+
+
+def _add_planning_benches(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Benchmarks of the planner and the coordinator: no root needed."""
+    bp = add("pda", _cmd_bench_pda, "time PDA on a random cluster-scale instance")
     bp.add_argument("--hosts", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
     bp.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
     bp.add_argument("--seed", type=T.SEED, default=1)
-    bp.add_argument("--runs", type=int, default=5, help="timed runs (median reported, min 3)")
-    bp.add_argument("--json", metavar="PATH")
-    ba = add("agent", _cmd_bench_agent, "plan apply latency of the agent (root)", bsub)
-    ba.add_argument("--flows", type=int, default=1000)
-    ba.add_argument("--runs", type=int, default=5)
-    ba.add_argument("--json", metavar="PATH")
+    bp.add_argument("--runs", type=RUNS, default=5, help="timed runs (median reported, min 3)")
     bc = add(
         "coordinator",
         _cmd_bench_coordinator,
         "coordinator cycles against a fleet of virtual agents (another process, loopback gRPC)",
-        bsub,
     )
     bc.add_argument("--agents", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
     bc.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
     bc.add_argument("--seed", type=T.SEED, default=1)
-    bc.add_argument("--runs", type=int, default=3)
+    bc.add_argument("--runs", type=RUNS, default=3, help="timed runs (min 3)")
     bc.add_argument(
         "--changed", type=T.FRACTION, default=1.0, help="share of jobs progressing per period"
     )
-    bc.add_argument("--json", metavar="PATH")
+    br = add(
+        "ratio",
+        _cmd_bench_ratio,
+        "distribution of PDA's sum of SCT over the LP bound on random one-port instances",
+    )
+    br.add_argument("--instances", type=T.count(1, 100_000), default=200)
+    br.add_argument("--max-cojobs", type=T.count(2, 50), default=6, help="at least 2")
+    br.add_argument("--max-stages", type=T.count(1, 50), default=4)
+    br.add_argument("--seed", type=T.SEED, default=1)
+
+
+def _add_kernel_benches(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Benchmarks of the agent and the datapath in real namespaces (root)."""
+    ba = add("agent", _cmd_bench_agent, "plan apply latency of the agent (root)")
+    ba.add_argument("--flows", type=T.count(10, 100_000), default=1000, help="at least 10")
+    ba.add_argument("--runs", type=RUNS, default=5, help="timed runs (min 3)")
     br = add(
         "reaction",
         _cmd_bench_reaction,
         "stage event to new priorities in every kernel, on the emulated fabric (root)",
-        bsub,
     )
     br.add_argument("--events", type=T.count(1, 10000), default=80)
     br.add_argument("--period", type=T.real(0.05, 3600), default=5.0, help="scheduling period")
     br.add_argument("--gap", type=T.real(0.05, 60), default=0.5, help="seconds between events")
     br.add_argument("--seed", type=T.SEED, default=1)
-    br.add_argument("--json", metavar="PATH")
     bd = add(
         "discovery",
         _cmd_bench_discovery,
         "connect() to planned band and DSCP, and agent CPU, with many jobs (root)",
-        bsub,
     )
     bd.add_argument("--jobs", type=T.count(1, 2000), default=200)
     bd.add_argument("--connections", type=T.count(1, 64), default=4, help="per job")
@@ -118,12 +132,10 @@ def add_bench(bench: argparse.ArgumentParser) -> None:
     bd.add_argument(
         "--interval", type=T.real(0.01, 10), default=0.1, help="agent discovery interval (s)"
     )
-    bd.add_argument("--json", metavar="PATH")
     bdp = add(
         "datapath",
         _cmd_bench_datapath,
         "TCP throughput through a veth with no agent, an idle agent and 10,000 rules (root)",
-        bsub,
     )
     bdp.add_argument("--entries", type=T.count(1, 100_000), default=10000)
     bdp.add_argument("--streams", type=T.count(1, 64), default=4)
@@ -135,15 +147,3 @@ def add_bench(bench: argparse.ArgumentParser) -> None:
         default=1,
         help="TX queues of the veth (>1: also measures one root over all queues)",
     )
-    bdp.add_argument("--json", metavar="PATH")
-    br = add(
-        "ratio",
-        _cmd_bench_ratio,
-        "distribution of PDA's sum of SCT over the LP bound on random one-port instances",
-        bsub,
-    )
-    br.add_argument("--instances", type=int, default=200)
-    br.add_argument("--max-cojobs", type=int, default=6)
-    br.add_argument("--max-stages", type=int, default=4)
-    br.add_argument("--seed", type=T.SEED, default=1)
-    br.add_argument("--json", metavar="PATH")

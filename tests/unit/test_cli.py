@@ -101,6 +101,11 @@ def test_bench_pda_small():
         (["bench", "pda", "--stages", "100000000"], "argument --stages: must be between 1 and"),
         (["bench", "coordinator", "--agents", "1e9"], "argument --agents: expected an integer"),
         (["bench", "coordinator", "--changed", "2"], "argument --changed: must be a finite"),
+        (["bench", "pda", "--runs", "-5"], "argument --runs: must be between 3 and 1000"),
+        (["bench", "ratio", "--instances", "-1"], "argument --instances: must be between 1 and"),
+        (["bench", "ratio", "--max-cojobs", "1"], "argument --max-cojobs: must be between 2 and"),
+        (["bench", "ratio", "--max-stages", "0"], "argument --max-stages: must be between 1 and"),
+        (["bench", "agent", "--flows", "-3"], "argument --flows: must be between 10 and"),
         (["order"], "the following arguments are required: --workload"),
     ],
 )
