@@ -7,6 +7,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from common import validate as v
 from common.errors import ConfigError
 from common.output import table, write_json
 from pda.admission import ContentionModel
@@ -89,40 +90,51 @@ def simulate(args: object) -> int:
         "files": files,
     }
     if _offline(wl):
-        snap = build_snapshot(wl.cojobs, wl.hosts, known_survivors=True)
-        capacity = wl.capacity * goodput
-        lb = lp_lower_bound(snap, capacity=capacity).value / max(len(snap.stage_ids), 1)
-        result["lp_lower_bound_avg_sct"] = lb
-        for r in results.values():
-            r["ratio_to_lp_bound"] = r["avg_sct"] / lb if lb else math.nan
+        _add_lp_bound(result, wl, goodput)
     write_json(result, args.json)
     if args.json != "-":
-        rows = [
-            [
-                p,
-                f"{r['avg_sct']:.4g}",
-                f"{r['avg_jct']:.4g}",
-                f"{r['avg_slowdown']:.3f}",
-                f"{r['avg_sct'] / results['fs']['avg_sct']:.3f}" if "fs" in results else "-",
-                f"{r['seconds']:.1f}",
-            ]
-            for p, r in results.items()
-        ]
-        print(
-            table(
-                rows,
-                [
-                    "policy",
-                    f"avg SCT ({wl.time_unit})",
-                    "avg JCT",
-                    "avg slowdown",
-                    "SCT / fs",
-                    "run s",
-                ],
-            )
-        )
+        _print_runs(results, wl.time_unit)
         print(f"files in {out}/")
     return 0
+
+
+def _add_lp_bound(result: dict, wl: Workload, goodput: float) -> None:
+    """An offline workload's LP lower bound on the average SCT, and each policy's ratio
+    to it."""
+    snap = build_snapshot(wl.cojobs, wl.hosts, known_survivors=True)
+    capacity = wl.capacity * goodput
+    lb = lp_lower_bound(snap, capacity=capacity).value / max(len(snap.stage_ids), 1)
+    result["lp_lower_bound_avg_sct"] = lb
+    for r in result["results"].values():
+        r["ratio_to_lp_bound"] = r["avg_sct"] / lb if lb else math.nan
+
+
+def _print_runs(results: dict[str, dict], time_unit: str) -> None:
+    """The table of ``grouper simulate``: one row per policy."""
+    rows = [
+        [
+            p,
+            f"{r['avg_sct']:.4g}",
+            f"{r['avg_jct']:.4g}",
+            f"{r['avg_slowdown']:.3f}",
+            f"{r['avg_sct'] / results['fs']['avg_sct']:.3f}" if "fs" in results else "-",
+            f"{r['seconds']:.1f}",
+        ]
+        for p, r in results.items()
+    ]
+    print(
+        table(
+            rows,
+            [
+                "policy",
+                f"avg SCT ({time_unit})",
+                "avg JCT",
+                "avg slowdown",
+                "SCT / fs",
+                "run s",
+            ],
+        )
+    )
 
 
 def _admission(queues: QueueConfig | None) -> dict | None:
@@ -140,22 +152,12 @@ def sweep(args: object) -> int:
     # every point is normalised by fair sharing's average SCT: fs always runs, first
     policies = ["fs", *([p for p in policies if p != "fs"] or ["grouper"])]
     if args.values:
-        values = [float(x) for x in args.values.split(",")]
+        values = _sweep_values(args.values, param)
     out = Path(args.out or f"results/sweep/{args.what}")
-    queues = cluster_queues(args)
-    tasks = []
-    for x in values:
-        params = _params(args)
-        period = args.period
-        if param == "period":
-            period = x
-        else:
-            params[param] = x
-        tasks.append(
-            (args.workload, params, policies, period, args.seed, not args.no_contention, queues)
-        )
     summaries, where = _run_points(
-        tasks, args.jobs or os.cpu_count() or 1, getattr(args, "dask", None)
+        _sweep_tasks(args, param, values, policies),
+        args.jobs or os.cpu_count() or 1,
+        getattr(args, "dask", None),
     )
     table_rows, series = [], {p: [] for p in policies}
     points = []
@@ -198,6 +200,32 @@ def sweep(args: object) -> int:
         print(table(table_rows, header))
         print(f"plot: {png}")
     return 0
+
+
+def _sweep_tasks(args: object, param: str, values: list[float], policies: list[str]) -> list:
+    """One task per point: the workload with ``param`` (or the period) set to a value."""
+    queues = cluster_queues(args)
+    tasks = []
+    for x in values:
+        params = _params(args)
+        period = args.period
+        if param == "period":
+            period = x
+        else:
+            params[param] = x
+        tasks.append(
+            (args.workload, params, policies, period, args.seed, not args.no_contention, queues)
+        )
+    return tasks
+
+
+def _sweep_values(text: str, param: str) -> list[float]:
+    """``--values``: numbers; periods at least 0 (as ``scheduling.period``), the
+    workload's own parameters are checked by its generator."""
+    return [
+        v.number(x.strip(), "--values", minimum=0 if param == "period" else None)
+        for x in text.split(",")
+    ]
 
 
 def _point(task: tuple) -> dict[str, dict]:
