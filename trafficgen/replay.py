@@ -178,69 +178,32 @@ class JobRunner:
     async def iteration(self, it: int) -> None:
         if self.job.compute_time > 0:
             await asyncio.sleep(self.job.compute_time)
-        led = self.ledger
-        if self.job.arch == "ps":
+        if self.job.arch == "ps":  # every worker pushes its shard, then pulls it back
             sz = self.shard
-            await asyncio.gather(
-                *(
-                    wire.send(p.a[1], k, it, sz, led, p.name + ">")
-                    for k, (p, _, _) in enumerate(self.ps)
-                ),
-                *(
-                    wire.recv(p.b[0], k, it, sz, led, p.name + ">")
-                    for k, (p, _, _) in enumerate(self.ps)
-                ),
-            )
-            await asyncio.gather(
-                *(
-                    wire.send(p.b[1], k, it, sz, led, p.name + "<")
-                    for k, (p, _, _) in enumerate(self.ps)
-                ),
-                *(
-                    wire.recv(p.a[0], k, it, sz, led, p.name + "<")
-                    for k, (p, _, _) in enumerate(self.ps)
-                ),
-            )
-        elif self.job.arch == "ring":
-            n = len(self.ring)
-            for step in range(2 * (n - 1)):
+            await self._exchange([(p.a[1], p.b[0], it, sz, p.name + ">") for p, _, _ in self.ps])
+            await self._exchange([(p.b[1], p.a[0], it, sz, p.name + "<") for p, _, _ in self.ps])
+        elif self.job.arch == "ring":  # 2(W-1) steps, every hop moving one chunk per step
+            for step in range(2 * (len(self.ring) - 1)):
                 tag = it * 1000 + step
-                await asyncio.gather(
-                    *(
-                        wire.send(p.a[1], k, tag, self.chunk, led, p.name)
-                        for k, p in enumerate(self.ring)
-                    ),
-                    *(
-                        wire.recv(p.b[0], k, tag, self.chunk, led, p.name)
-                        for k, p in enumerate(self.ring)
-                    ),
-                )
+                await self._exchange([(p.a[1], p.b[0], tag, self.chunk, p.name) for p in self.ring])
         else:
-            await asyncio.gather(
-                *(
-                    wire.send(p.a[1], k, it, sz, led, p.name)
-                    for k, (p, sz) in enumerate(self.explicit)
-                ),
-                *(
-                    wire.recv(p.b[0], k, it, sz, led, p.name)
-                    for k, (p, sz) in enumerate(self.explicit)
-                ),
-            )
+            await self._exchange([(p.a[1], p.b[0], it, sz, p.name) for p, sz in self.explicit])
         self.done += 1
+        await self._report_progress()
+
+    async def _exchange(self, moves: list[tuple]) -> None:
+        """Each (writer, reader, tag, bytes, name) at once: every send and its receive."""
+        led = self.ledger
         await asyncio.gather(
-            *(
-                self._call(
-                    h,
-                    "ReportProgress",
-                    pb.ProgressReport(
-                        cojob_id=self.cojob.cojob_id,
-                        job_id=self.job.job_id,
-                        iterations_done=self.done,
-                    ),
-                )
-                for h in self.flows
-            )
+            *(wire.send(w, k, tag, sz, led, name) for k, (w, _, tag, sz, name) in enumerate(moves)),
+            *(wire.recv(r, k, tag, sz, led, name) for k, (_, r, tag, sz, name) in enumerate(moves)),
         )
+
+    async def _report_progress(self) -> None:
+        report = pb.ProgressReport(
+            cojob_id=self.cojob.cojob_id, job_id=self.job.job_id, iterations_done=self.done
+        )
+        await asyncio.gather(*(self._call(h, "ReportProgress", report) for h in self.flows))
 
     async def finish(self) -> None:
         for p in self.pipes:

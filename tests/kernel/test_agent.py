@@ -1,4 +1,5 @@
-"""The agent in a real namespace: priorities, DSCP on the wire, cleanup, refusals, TTL."""
+"""The agent in a real namespace: bands split a bottleneck, DSCP on the wire, only our
+connections remarked, cleanup on SIGTERM and reconciling on restart."""
 
 from __future__ import annotations
 
@@ -6,19 +7,15 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 
-import grpc
 import pytest
 from scapy.all import IP, TCP, rdpcap
 
 from agent.kernel.layout import HANDLE_MAJOR, BandLayout
-from grouper.v1 import agent_pb2 as pb
-from grouper.v1 import agent_pb2_grpc as pbg
 from pda.priorities import QueueConfig
+from tests.kernel.agent_calls import apply, collect, register
 from tests.netns import (
-    AgentProc,
     backend_params,
     nft_map,
     nft_tables,
@@ -28,47 +25,6 @@ from tests.netns import (
 )
 
 TABLE = list(QueueConfig().dscp_table)  # what the test cluster config gets by default
-
-
-def register(agent: AgentProc, cojob: str, ports: list[int], dst: str = "b") -> None:
-    with grpc.insecure_channel(f"unix:{agent.registry}") as ch:
-        ack = pbg.RegistryStub(ch).RegisterJob(
-            pb.JobRegistration(
-                cojob_id=cojob,
-                job_id="j1",
-                arch="flows",
-                stage_iterations=[10, 20],
-                flows=[
-                    pb.FlowSpec(src_host="a", dst_host=dst, dst_port=p, bytes_per_iteration=1e6)
-                    for p in ports
-                ],
-            ),
-            timeout=5,
-        )
-    assert ack.ok, ack.error
-
-
-def apply(
-    agent: AgentProc,
-    version: int,
-    flows: list[tuple[str, int, int]],
-    inbound: list[tuple[str, int]] = (),
-) -> pb.ApplyResult:
-    with grpc.insecure_channel(f"unix:{agent.api}") as ch:
-        return pbg.AgentStub(ch).ApplyPlan(
-            pb.Plan(
-                version=version,
-                host="a",
-                flows=[pb.FlowPriority(flow_id=f, band=b, dscp=d) for f, b, d in flows],
-                inbound=[pb.Inbound(src_host=h, port=p) for h, p in inbound],
-            ),
-            timeout=5,
-        )
-
-
-def collect(agent: AgentProc) -> pb.HostReport:
-    with grpc.insecure_channel(f"unix:{agent.api}") as ch:
-        return pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=5)
 
 
 def receiver_rates(server_json: str) -> list[tuple[float, float, float]]:
@@ -261,193 +217,3 @@ def test_sigterm_removes_everything_and_restart_reconciles_stale_state(pair, age
         for q in tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a)
     )
     assert nft_tables(pair.a) == []
-
-
-def test_bad_plans_are_refused_and_the_previous_plan_stays(pair, agent_env):
-    agent = agent_env().start()
-    register(agent, "c1", [5201, 5202])
-    good = [("c1/j1/b:5201", 1, 48), ("c1/j1/b:5202", 2, 40)]
-    assert apply(agent, 5, good).applied
-    in_force = nft_map(pair.a, "band_dport")
-    cases = [
-        (5, good, "plan.version: stale"),
-        (6, [("c1/j1/b:9999", 1, 48)], "plan.flows[0].flow_id: unknown flow"),
-        (6, [("c1/j1/b:5201", 8, 48)], "plan.flows[0].band: 8 out of range 0..7"),
-        (6, [("c1/j1/b:5201", 1, 47)], "plan.flows[0].dscp: 47 is not in the DSCP table"),
-    ]
-    for version, flows, message in cases:
-        res = apply(agent, version, flows)
-        assert not res.applied and res.error.startswith(message), res.error
-        assert res.version == 5
-        assert nft_map(pair.a, "band_dport") == in_force
-
-
-def test_registry_errors_name_the_field(pair, agent_env):
-    agent = agent_env().start()
-    with grpc.insecure_channel(f"unix:{agent.registry}") as ch:
-        stub = pbg.RegistryStub(ch)
-        ack = stub.RegisterJob(
-            pb.JobRegistration(
-                cojob_id="c",
-                job_id="j",
-                arch="flows",
-                stage_iterations=[1],
-                flows=[pb.FlowSpec(src_host="a", dst_host="zz", dst_port=1, bytes_per_iteration=1)],
-            )
-        )
-        assert not ack.ok and ack.error == "flows[0].dst_host: unknown host 'zz'"
-        ack = stub.ReportProgress(pb.ProgressReport(cojob_id="c", job_id="nope"))
-        assert not ack.ok and ack.error.startswith("job_id: job c/nope is not registered")
-    assert agent.proc.poll() is None
-
-
-def test_priorities_dropped_after_plan_ttl(pair, agent_env):
-    agent = agent_env(plan_ttl=1.5).start()
-    register(agent, "c1", [5201])
-    assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
-    assert collect(agent).priorities_active
-    assert nft_map(pair.a, "band_dport")
-    time.sleep(2.5)
-    assert nft_map(pair.a, "band_dport") == {}
-    assert nft_map(pair.a, "dscp_dport") == {}
-    assert not collect(agent).priorities_active
-    # the coordinator comes back: the next plan is applied
-    assert apply(agent, 2, [("c1/j1/b:5201", 1, 48)]).applied
-    assert nft_map(pair.a, "band_dport")
-
-
-def test_jsonl_events_register_jobs_and_bad_lines_are_skipped(pair, agent_env):
-    agent = agent_env()
-    agent.jobs_dir.mkdir(parents=True, exist_ok=True)
-    good = {
-        "event": "register",
-        "cojob_id": "c9",
-        "job_id": "j",
-        "arch": "flows",
-        "stage_iterations": [5],
-        "flows": [{"src_host": "a", "dst_host": "b", "dst_port": 7001, "bytes_per_iteration": 10}],
-    }
-    (agent.jobs_dir / "job.jsonl").write_text(
-        "not json\n"
-        + json.dumps({"event": "register", "cojob_id": "c8"})
-        + "\n"
-        + json.dumps(good)
-        + "\n"
-        + json.dumps({"event": "progress", "cojob_id": "c9", "job_id": "j", "iterations_done": 5})
-        + "\n"
-    )
-    agent.start()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        jobs = collect(agent).jobs
-        if jobs and jobs[0].iterations_done == 5:
-            break
-        time.sleep(0.1)
-    assert [(j.job.cojob_id, j.iterations_done, j.stages_finished) for j in jobs] == [("c9", 5, 1)]
-    log = agent.log.read_text()
-    assert "job.jsonl:1: not JSON" in log
-    assert "job.jsonl:2: job_id: required" in log
-
-
-def test_stage_events_stream_to_watchers(pair, agent_env):
-    agent = agent_env().start()
-    got: list[tuple[str, int]] = []
-
-    def watch() -> None:
-        with grpc.insecure_channel(f"unix:{agent.api}") as ch:
-            try:
-                for ev in pbg.AgentStub(ch).WatchEvents(pb.WatchRequest(), timeout=4):
-                    got.append((pb.StageEvent.Kind.Name(ev.kind), ev.stage))
-            except grpc.RpcError:
-                pass
-
-    t = threading.Thread(target=watch)
-    t.start()
-    time.sleep(0.5)
-    register(agent, "c1", [5201])
-    with grpc.insecure_channel(f"unix:{agent.registry}") as ch:
-        pbg.RegistryStub(ch).ReportProgress(
-            pb.ProgressReport(cojob_id="c1", job_id="j1", iterations_done=10)
-        )
-    t.join()
-    assert got == [
-        ("REGISTERED", 0),
-        ("STAGE_STARTED", 1),
-        ("STAGE_FINISHED", 1),
-        ("STAGE_STARTED", 2),
-    ]
-
-
-def test_prometheus_endpoint_exports_band_counters(pair, agent_env):
-    agent = agent_env()
-    agent.metrics_port = 19101
-    agent.start()
-    register(agent, "c1", [5201])
-    assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
-    sink = pair.sink(pair.b, 5201)
-    try:
-        pair.run(pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, "5201", "20000")
-    finally:
-        sink.terminate()
-        sink.wait(timeout=10)
-    collect(agent)  # refreshes the counters
-    out = pair.run(
-        pair.a,
-        sys.executable,
-        "-c",
-        "import urllib.request;print(urllib.request.urlopen("
-        "'http://127.0.0.1:19101/metrics').read().decode())",
-    ).stdout
-    assert 'grouper_agent_plan_version{host="a"} 1.0' in out
-    assert 'grouper_agent_priorities_active{host="a"} 1.0' in out
-    line = next(
-        x for x in out.splitlines() if x.startswith('grouper_agent_band_packets{band="1",host="a"}')
-    )
-    assert float(line.split()[-1]) >= 1
-
-
-def test_bench_agent_command_cleans_up():
-    before = set(
-        subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grouper.cli",
-            "bench",
-            "agent",
-            "--flows",
-            "50",
-            "--runs",
-            "3",
-            "--json",
-            "-",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    result = json.loads(out)
-    assert result["flows"] == 50 and result["apply_full_ms"] > 0
-    after = set(
-        subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    )
-    assert after <= before
-
-
-def test_bench_datapath_command_measures_every_state_and_cleans_up():
-    def netns() -> set[str]:
-        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-    before = netns()
-    out = subprocess.run(
-        [sys.executable, "-m", "grouper.cli", "bench", "datapath", "--entries", "200",
-         "--runs", "1", "--seconds", "1", "--txqueues", "2", "--json", "-"],
-        capture_output=True, text=True, check=True, timeout=120,
-    ).stdout  # fmt: skip
-    result = json.loads(out)
-    assert set(result["gbps"]) == {"none", "nft", "agent", "agent_10k", "agent_10k_single"}
-    assert all(v > 0 for v in result["gbps"].values())
-    assert netns() <= before, "the bench removes its namespaces"

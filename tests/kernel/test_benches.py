@@ -1,0 +1,51 @@
+"""``grouper bench agent`` and ``bench datapath`` run on the real kernel and leave no
+namespace behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def netns() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def test_bench_agent_command_cleans_up():
+    before = netns()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grouper.cli",
+            "bench",
+            "agent",
+            "--flows",
+            "50",
+            "--runs",
+            "3",
+            "--json",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result = json.loads(out)
+    assert result["flows"] == 50 and result["apply_full_ms"] > 0
+    assert netns() <= before, "the bench removes its namespace"
+
+
+def test_bench_datapath_command_measures_every_state_and_cleans_up():
+    before = netns()
+    out = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", "bench", "datapath", "--entries", "200",
+         "--runs", "1", "--seconds", "1", "--txqueues", "2", "--json", "-"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    result = json.loads(out)
+    assert set(result["gbps"]) == {"none", "nft", "agent", "agent_10k", "agent_10k_single"}
+    assert all(v > 0 for v in result["gbps"].values())
+    assert netns() <= before, "the bench removes its namespaces"
