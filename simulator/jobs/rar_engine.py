@@ -20,14 +20,12 @@ from simulator.jobs.sjfbco import Plan, Planner, RarPolicy
 from workloads.rarmix import RarMix
 
 
-def execute(mix: RarMix, plan: Plan, server_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) of every job."""
-    n = len(mix.jobs)
-    servers = [np.unique(server_of[g]) for g in plan.gpus]
-    multi = np.array([len(s) > 1 for s in servers])
+def _gpu_successors(plan: Plan, n: int) -> tuple[np.ndarray, list[list[int]]]:
+    """Per job: how many jobs planned before it share one of its GPUs, and the jobs
+    that wait for it on one of its GPUs (each GPU runs its jobs in planned order)."""
     rank = {job: k for k, job in enumerate(plan.order)}
     by_start = sorted(range(n), key=lambda i: (plan.start[i], rank[i]))
-    waiting_on = np.zeros(n, dtype=np.int64)  # jobs planned before it on its GPUs
+    waiting_on = np.zeros(n, dtype=np.int64)
     after: list[list[int]] = [[] for _ in range(n)]
     last_on: dict[int, int] = {}
     for i in by_start:
@@ -36,6 +34,15 @@ def execute(mix: RarMix, plan: Plan, server_of: np.ndarray) -> tuple[np.ndarray,
                 after[last_on[g]].append(i)
                 waiting_on[i] += 1
             last_on[g] = i
+    return waiting_on, after
+
+
+def execute(mix: RarMix, plan: Plan, server_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of every job."""
+    n = len(mix.jobs)
+    servers = [np.unique(server_of[g]) for g in plan.gpus]
+    multi = np.array([len(s) > 1 for s in servers])
+    waiting_on, after = _gpu_successors(plan, n)
     left = np.array([j.iterations for j in mix.jobs], dtype=float)
     rate = np.zeros(n)
     stamp = np.zeros(n)
