@@ -60,3 +60,24 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"grouper: error: {' '.join(message.split())}", file=sys.stderr)
         sys.exit(2)
+
+
+# adds a subcommand: add(name, handler, help) -> its parser
+Add = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
+
+
+def adder(sub: argparse._SubParsersAction, *, json_option: bool = False) -> Add:
+    """``add(name, handler, help)`` for ``sub``: a subcommand whose help is also its
+    description and that runs ``handler``; with ``json_option``, every one takes
+    ``--json PATH``."""
+
+    def add(
+        name: str, fn: Callable[[argparse.Namespace], int], help_: str
+    ) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(fn=fn)
+        if json_option:
+            sp.add_argument("--json", metavar="PATH")
+        return sp
+
+    return add

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 from common.errors import ConfigError
 from grouper import argtypes as T
@@ -89,11 +88,7 @@ def _cmd_emulate(args: argparse.Namespace) -> int:
     return emulate(args)
 
 
-# adds a subcommand: add(name, handler, help) -> its parser
-Add = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
-
-
-def _add_order(add: Add) -> None:
+def _add_order(add: T.Add) -> None:
     """`grouper order` and its options."""
     o = add("order", _cmd_order, "PDA order of a workload's stages and every host's plan")
     o.add_argument("--workload", required=True, help="builtin:NAME or a YAML file")
@@ -110,7 +105,7 @@ def _add_order(add: Add) -> None:
     o.add_argument("--json", metavar="PATH", help="write the result as JSON (- = stdout)")
 
 
-def _add_lower_bound(add: Add) -> None:
+def _add_lower_bound(add: T.Add) -> None:
     """`grouper lower-bound`."""
     lb = add(
         "lower-bound",
@@ -130,7 +125,7 @@ def _add_lower_bound(add: Add) -> None:
     lb.add_argument("--json", metavar="PATH")
 
 
-def _add_simulate(add: Add) -> None:
+def _add_simulate(add: T.Add) -> None:
     """`grouper simulate [run|sweep]`: stage and job simulations, sweeps."""
     sim = add(
         "simulate",
@@ -209,7 +204,7 @@ def _add_sweep_runners(sim: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_emulate(add: Add) -> None:
+def _add_emulate(add: T.Add) -> None:
     """`grouper emulate`: the Mininet leaf-spine with agents and coordinator."""
     em = add(
         "emulate",
@@ -245,7 +240,7 @@ def _add_emulate(add: Add) -> None:
     em.add_argument("--json", metavar="PATH")
 
 
-def _add_calibrate(add: Add) -> None:
+def _add_calibrate(add: T.Add) -> None:
     """`grouper calibrate`: the contention model, emulated or on a cluster."""
     ca = add(
         "calibrate",
@@ -280,7 +275,7 @@ def _add_calibrate(add: Add) -> None:
     ca.add_argument("--json", metavar="PATH")
 
 
-def _add_daemons(add: Add) -> None:
+def _add_daemons(add: T.Add) -> None:
     """The daemons (`agent`, `coordinator`) and `check-config`."""
     ag = add("agent", _cmd_agent, "run the host agent (root)")
     from agent.options import add_arguments
@@ -298,7 +293,7 @@ def _add_daemons(add: Add) -> None:
     cc.add_argument("file")
 
 
-def _add_run(add: Add) -> None:
+def _add_run(add: T.Add) -> None:
     """`grouper run`: a command as a job of a cojob."""
     ru = add("run", _cmd_run, "run a command as a grouper job (registers it with the local agent)")
     ru.add_argument("--cojob", required=True, help="the search (cojob) id")
@@ -328,16 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = T.Parser(prog="grouper", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
-    def add(
-        name: str,
-        fn: Callable[[argparse.Namespace], int],
-        help_: str,
-        parent: argparse._SubParsersAction = sub,
-    ) -> argparse.ArgumentParser:
-        sp = parent.add_parser(name, help=help_, description=help_)
-        sp.set_defaults(fn=fn)
-        return sp
-
+    add = T.adder(sub)
     for part in (
         _add_order,
         _add_lower_bound,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 from grouper import argtypes as T
 
@@ -67,17 +66,12 @@ def add_bench(bench: argparse.ArgumentParser) -> None:
     """Every ``bench`` subcommand, on the ``bench`` parser."""
     bsub = bench.add_subparsers(dest="what", required=True)
 
-    def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str):
-        sp = bsub.add_parser(name, help=help_, description=help_)
-        sp.set_defaults(fn=fn)
-        sp.add_argument("--json", metavar="PATH")
-        return sp
-
+    add = T.adder(bsub, json_option=True)
     _add_planning_benches(add)
     _add_kernel_benches(add)
 
 
-def _add_planning_benches(add: Callable[..., argparse.ArgumentParser]) -> None:
+def _add_planning_benches(add: T.Add) -> None:
     """Benchmarks of the planner and the coordinator: no root needed."""
     bp = add("pda", _cmd_bench_pda, "time PDA on a random cluster-scale instance")
     bp.add_argument("--hosts", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
@@ -107,7 +101,7 @@ def _add_planning_benches(add: Callable[..., argparse.ArgumentParser]) -> None:
     br.add_argument("--seed", type=T.SEED, default=1)
 
 
-def _add_kernel_benches(add: Callable[..., argparse.ArgumentParser]) -> None:
+def _add_kernel_benches(add: T.Add) -> None:
     """Benchmarks of the agent and the datapath in real namespaces (root)."""
     ba = add("agent", _cmd_bench_agent, "plan apply latency of the agent (root)")
     ba.add_argument("--flows", type=T.count(10, 100_000), default=1000, help="at least 10")

@@ -206,6 +206,10 @@ def _compare(m: dict, sim: object) -> dict:
     # slowdown: measured stage duration over the stage's duration alone, as the
     # simulator computes it on the same topology (no emulated run alone)
     alone = {(s["cojob"], s["stage"]): s["alone"] for s in sim.result.stages}
+    predicted = {(s["cojob"], s["stage"]): s["sct"] for s in sim.result.stages}
+    stages = [
+        {**s, "predicted_sct": predicted.get((s["cojob"], s["stage"]))} for s in m["stage_times"]
+    ]
     slow = [
         s["duration"] / alone[(s["cojob"], s["stage"])]
         for s in m["stage_times"]
@@ -213,6 +217,7 @@ def _compare(m: dict, sim: object) -> dict:
     ]
     return {
         **m,
+        "stage_times": stages,  # each beside the simulator's SCT of that stage
         "avg_slowdown": sum(slow) / len(slow) if slow else None,
         "predicted_avg_sct": pred,
         "prediction_error": (pred - m["avg_sct"]) / m["avg_sct"],

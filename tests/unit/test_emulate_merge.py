@@ -1,8 +1,10 @@
 """``grouper emulate --runs N``: a policy's runs merged into one result."""
 
+from types import SimpleNamespace
+
 import pytest
 
-from topologies.commands import merge_runs
+from topologies.commands import _compare, merge_runs
 
 
 def _run(sct_a: float, sct_b: float, steal: float, worst: float, timeouts: int) -> dict:
@@ -42,3 +44,20 @@ def test_runs_merge_by_stage_not_by_position_with_means_and_the_worst_steal():
     assert m["tcp"] == {"timeouts": 5}
     assert m["cpu_steal"] == {"mean": pytest.approx(0.2), "max": 0.9}
     assert m["runs"] == runs
+
+
+def test_each_stage_is_compared_with_the_simulators_sct_of_that_stage():
+    measured = merge_runs([_run(2.0, 4.0, 0.0, 0.0, 0)])
+    sim = SimpleNamespace(
+        summary={"avg_sct": 2.5},
+        result=SimpleNamespace(
+            stages=[  # listed in another order than the measured ones
+                {"cojob": "b", "stage": 1, "sct": 3.0, "alone": 3.0},
+                {"cojob": "a", "stage": 1, "sct": 2.0, "alone": 1.0},
+            ]
+        ),
+    )
+    c = _compare(measured, sim)
+    assert {s["cojob"]: s["predicted_sct"] for s in c["stage_times"]} == {"a": 2.0, "b": 3.0}
+    assert c["prediction_error"] == pytest.approx((2.5 - 3.0) / 3.0)
+    assert c["avg_slowdown"] == pytest.approx((2.0 / 1.0 + 4.0 / 3.0) / 2)
