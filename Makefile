@@ -34,6 +34,7 @@ $(VENV)/.installed: pyproject.toml
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test: setup lint
 	$(BIN)/python -m pytest -q tests
