@@ -103,20 +103,11 @@ def parse_registration(
     model = v.number(m.get("model_bytes", 0.0), "model_bytes", minimum=0)
     if arch != "flows" and model <= 0:
         raise ConfigError("model_bytes", f"must be positive for arch {arch!r}, got {model:g}")
-    flows = []
-    seen: set[str] = set()
     pids = [
         v.integer(x, f"pids[{i}]", minimum=1)
         for i, x in enumerate(v.sequence(m.get("pids", []), "pids"))
     ]
-    raw_flows = v.sequence(m.get("flows", []), "flows")
-    for i, raw in enumerate(raw_flows):
-        f = _parse_flow(raw, f"flows[{i}]", known_hosts, local_host, host_of)
-        fid = f.flow_id(cojob, job)
-        if fid in seen:
-            raise ConfigError(f"flows[{i}]", f"duplicate flow {fid}")
-        seen.add(fid)
-        flows.append(f)
+    flows = _parse_flows(m.get("flows", []), cojob, job, known_hosts, local_host, host_of)
     return JobEntry(
         cojob,
         job,
@@ -129,6 +120,27 @@ def parse_registration(
         weight=_weight(m.get("weight", 0.0)),
         pids=[(p, 0) for p in pids],
     )
+
+
+def _parse_flows(
+    raw_flows: Any,
+    cojob: str,
+    job: str,
+    known_hosts: set[str] | None,
+    local_host: str | None,
+    host_of: dict[str, str] | None,
+) -> list[Flow]:
+    """``flows``: each valid, no two with the same flow id."""
+    flows = []
+    seen: set[str] = set()
+    for i, raw in enumerate(v.sequence(raw_flows, "flows")):
+        f = _parse_flow(raw, f"flows[{i}]", known_hosts, local_host, host_of)
+        fid = f.flow_id(cojob, job)
+        if fid in seen:
+            raise ConfigError(f"flows[{i}]", f"duplicate flow {fid}")
+        seen.add(fid)
+        flows.append(f)
+    return flows
 
 
 def _weight(value: Any) -> float:
