@@ -80,6 +80,15 @@ def test_registration_progress_and_stage_events(tmp_path):
             },
             r"^flows\[0\]\.bytes_per_iteration: must be",
         ),
+        (
+            {
+                "flows": [
+                    {"src_host": "a", "dst_host": "b", "dst_port": 7, "bytes_per_iteration": 1},
+                    {"src_host": "a", "dst_host": "b", "dst_port": 7, "bytes_per_iteration": 2},
+                ]
+            },
+            r"^flows\[1\]: duplicate flow ",
+        ),
         ({"cojob_id": "a/b"}, "^cojob_id: must not contain"),
         ({"colour": "red"}, "^colour: unknown key"),
         ({"arch": "ps", "model_bytes": 0}, "^model_bytes: must be positive for arch 'ps'"),
