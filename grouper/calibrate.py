@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from common import validate as v
 from common.errors import ConfigError
 from common.output import table, write_json
 from pda.calibration import Fit, Sample, fit_contention
@@ -64,14 +65,21 @@ def _on_hosts(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
     return about | {"link_mbps": cfg.host(listener).link_mbps}, samples
 
 
+MAX_SIZE_MB = 1000  # one all-reduce of this size per task and round
+
+
 def calibrate(args: object) -> int:
     if args.write:
         from grouper.cluster_config import load_cluster_config
 
         load_cluster_config(args.write)  # refuse a bad file before measuring
-    sizes = [float(x) * 1e6 for x in args.sizes.split(",") if x.strip()]
-    if len(set(sizes)) < 2 or min(sizes) <= 0:
-        raise ConfigError("--sizes", f"two or more positive sizes in MB, got {args.sizes!r}")
+    sizes = [
+        v.number(x, "--sizes", positive=True) * 1e6 for x in args.sizes.split(",") if x.strip()
+    ]
+    if sizes and max(sizes) > MAX_SIZE_MB * 1e6:
+        raise ConfigError("--sizes", f"at most {MAX_SIZE_MB} MB each, got {args.sizes!r}")
+    if len(set(sizes)) < 2:
+        raise ConfigError("--sizes", f"two or more different sizes in MB, got {args.sizes!r}")
     about, samples = (_on_hosts if args.config else _on_fabric)(args, sizes)
     fit = fit_contention(samples)
     out = Path(args.out or tempfile.mkdtemp(prefix="grouper-calibrate-"))
