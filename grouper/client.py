@@ -89,7 +89,13 @@ class Job:
         missing = [k for k in (ENV_COJOB, ENV_JOB, ENV_STAGES) if not env.get(k)]
         if missing:
             raise RuntimeError(f"{missing[0]}: not set (start the job with `grouper run`)")
-        stages = [int(x) for x in env[ENV_STAGES].split(",")]
+        try:
+            stages = [int(x) for x in env[ENV_STAGES].split(",")]
+        except ValueError:
+            raise RuntimeError(
+                f"{ENV_STAGES}: expected iterations per stage like 500,1000, "
+                f"got {env[ENV_STAGES][:40]!r}"
+            ) from None
         kw.setdefault("managed", env.get(ENV_MANAGED) == "1")
         return cls(env[ENV_COJOB], env[ENV_JOB], stages, **kw)
 

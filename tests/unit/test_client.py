@@ -159,6 +159,10 @@ def test_from_env_takes_the_ids_grouper_run_sets(monkeypatch, agent):
     monkeypatch.delenv("GROUPER_JOB")
     with pytest.raises(RuntimeError, match="^GROUPER_JOB: not set"):
         Job.from_env()
+    monkeypatch.setenv("GROUPER_JOB", "j")
+    monkeypatch.setenv("GROUPER_STAGES", "4,eight")
+    with pytest.raises(RuntimeError, match="^GROUPER_STAGES: expected iterations per stage"):
+        Job.from_env()
 
 
 def test_the_client_imports_with_neither_numpy_nor_pyroute2():
