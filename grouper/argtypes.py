@@ -28,7 +28,9 @@ def real(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str], floa
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text[:20]!r}") from None
         if not math.isfinite(x) or x < lo or x > hi or (lo_open and x == lo):
-            raise argparse.ArgumentTypeError(f"must be a finite number in {span}, got {text[:20]}")
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number in {span}, got {text.strip()[:20]}"
+            )
         return x
 
     return parse
