@@ -150,7 +150,11 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         loop.add_signal_handler(sig, stop.set)
     metrics = AgentMetrics(opts.host)
     diag = SockDiag()
-    core, kernel = _build_core(cfg, opts, metrics, diag)
+    try:
+        core, kernel = _build_core(cfg, opts, metrics, diag)
+    except BaseException:  # e.g. no such NIC: nothing was installed, close the socket
+        diag.close()
+        raise
     enforcer = kernel.enforcer
     discovery: asyncio.Task | None = None
     tailer = JsonlTailer(opts.jobs_dir, lambda ev: core.registry_call("event", ev, "jsonl"))
