@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from agent.metrics import AgentMetrics
 from agent.probe import Prober
 from agent.registry import Registry
 from agent.service import AgentServicer, RegistryServicer
+from common.errors import ConfigError
 from grouper.cluster_config import ClusterConfig, load_cluster_config
 from grouper.v1 import agent_pb2_grpc as pbg
 
@@ -54,9 +56,16 @@ class AgentOptions:
 
 def options_from(cfg: ClusterConfig, args: argparse.Namespace) -> AgentOptions:
     h = cfg.host(args.host)
+    nic = args.nic or h.nic
+    try:
+        socket.if_nametoindex(nic)
+    except OSError:
+        index = next(i for i, x in enumerate(cfg.hosts) if x.name == h.name)
+        field = "--nic" if args.nic else f"hosts[{index}].nic ({h.name})"
+        raise ConfigError(field, f"no interface {nic!r} on this host") from None
     return AgentOptions(
         host=h.name,
-        nic=args.nic or h.nic,
+        nic=nic,
         listen=args.listen or f"0.0.0.0:{cfg.agent.port}",
         socket=args.socket or cfg.agent.socket,
         jobs_dir=args.jobs_dir or cfg.agent.jobs_dir,

@@ -13,7 +13,7 @@ import grpc
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.kernel.agent_calls import apply, collect, register
-from tests.netns import nft_map
+from tests.netns import GROUPER, nft_map, nft_tables
 
 
 def test_bad_plans_are_refused_and_the_previous_plan_stays(pair, agent_env):
@@ -157,3 +157,14 @@ def test_prometheus_endpoint_exports_band_counters(pair, agent_env):
         x for x in out.splitlines() if x.startswith('grouper_agent_band_packets{band="1",host="a"}')
     )
     assert float(line.split()[-1]) >= 1
+
+
+def test_an_agent_on_a_missing_nic_exits_2_with_one_line_and_installs_nothing(pair, agent_env):
+    agent = agent_env()  # the cluster config names gva, which exists; --nic overrides it
+    r = pair.run(
+        pair.a, *GROUPER, "agent", "--config", str(agent.config), "--host", "a",
+        "--nic", "nope0", "--socket", str(agent.registry), check=False,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr == "grouper: error: --nic: no interface 'nope0' on this host\n", r.stderr
+    assert nft_tables(pair.a) == [] and not agent.registry.exists()
