@@ -14,7 +14,8 @@ import logging
 import os
 import signal
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -30,6 +31,7 @@ from agent.metrics import AgentMetrics
 from agent.probe import Prober
 from agent.registry import Registry
 from agent.service import AgentServicer, RegistryServicer
+from common.binding import EXCLUSIVE_PORT, bind
 from common.errors import ConfigError
 from grouper.cluster_config import ClusterConfig, load_cluster_config
 from grouper.v1 import agent_pb2_grpc as pbg
@@ -52,6 +54,8 @@ class AgentOptions:
     metrics_port: int
     link_mbps: float
     multiqueue: bool = True
+    # where listen, socket and metrics_port came from, for error messages
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 def options_from(cfg: ClusterConfig, args: argparse.Namespace) -> AgentOptions:
@@ -61,8 +65,8 @@ def options_from(cfg: ClusterConfig, args: argparse.Namespace) -> AgentOptions:
         socket.if_nametoindex(nic)
     except OSError:
         index = next(i for i, x in enumerate(cfg.hosts) if x.name == h.name)
-        field = "--nic" if args.nic else f"hosts[{index}].nic ({h.name})"
-        raise ConfigError(field, f"no interface {nic!r} on this host") from None
+        where = "--nic" if args.nic else f"hosts[{index}].nic ({h.name})"
+        raise ConfigError(where, f"no interface {nic!r} on this host") from None
     return AgentOptions(
         host=h.name,
         nic=nic,
@@ -74,6 +78,11 @@ def options_from(cfg: ClusterConfig, args: argparse.Namespace) -> AgentOptions:
         metrics_port=cfg.agent.metrics_port if args.metrics_port is None else args.metrics_port,
         link_mbps=args.link_mbps or h.link_mbps,
         multiqueue=(args.multiqueue or cfg.agent.multiqueue) == "per-queue",
+        fields={
+            "listen": "--listen" if args.listen else "agent.port",
+            "socket": "--socket" if args.socket else "agent.socket",
+            "metrics_port": "agent.metrics_port" if args.metrics_port is None else "--metrics-port",
+        },
     )
 
 
@@ -108,28 +117,31 @@ def _build_core(
     return core, kernel
 
 
-def _listen_public(server: grpc.aio.Server, cfg: ClusterConfig, address: str) -> None:
+def _listen_public(server: grpc.aio.Server, cfg: ClusterConfig, opts: AgentOptions) -> None:
     """The coordinator's port: plain, or mutual TLS where only certificates from our CA
     get in."""
     if cfg.tls is None:
-        server.add_insecure_port(address)
-        return
-    server.add_secure_port(
-        address,
-        grpc.ssl_server_credentials(
+        listen = partial(server.add_insecure_port, opts.listen)
+    else:
+        creds = grpc.ssl_server_credentials(
             [(Path(cfg.tls.key).read_bytes(), Path(cfg.tls.cert).read_bytes())],
             root_certificates=Path(cfg.tls.ca).read_bytes(),
             require_client_auth=True,
-        ),
-    )
+        )
+        listen = partial(server.add_secure_port, opts.listen, creds)
+    bind(listen, opts.fields.get("listen", "--listen"), opts.listen)
 
 
-def _listen_local(server: grpc.aio.Server, socket: str) -> Path:
+def _listen_local(server: grpc.aio.Server, opts: AgentOptions) -> Path:
     """The jobs' Registry on a Unix socket (a stale one from a crash is replaced)."""
-    sock = Path(socket)
-    sock.parent.mkdir(parents=True, exist_ok=True)
-    sock.unlink(missing_ok=True)
-    server.add_insecure_port(f"unix:{sock}")
+    sock = Path(opts.socket)
+
+    def listen() -> None:
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        sock.unlink(missing_ok=True)
+        server.add_insecure_port(f"unix:{sock}")
+
+    bind(listen, opts.fields.get("socket", "--socket"), f"unix:{sock}")
     return sock
 
 
@@ -167,33 +179,32 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
     enforcer = kernel.enforcer
     discovery: asyncio.Task | None = None
     tailer = JsonlTailer(opts.jobs_dir, lambda ev: core.registry_call("event", ev, "jsonl"))
-    public = grpc.aio.server()
+    public = grpc.aio.server(options=EXCLUSIVE_PORT)
     local = grpc.aio.server()
     prober = Prober(cfg.addresses.get(opts.host, ""))
     health_svc = health.aio.HealthServicer()
+    sock: Path | None = None
     try:
-        await kernel.call(enforcer.start)
-        log.info(
-            "agent %s on %s: backend %s (%s), %d queues, link %.0f Mbit/s",
-            opts.host,
-            opts.nic,
-            kernel.backend,
-            "per TX queue" if enforcer.shape == "mq" else "single root",
-            cfg.queues.queues,
-            opts.link_mbps,
-        )
+        # ports first: one in use is refused before the kernel is touched
         authorize = None if cfg.tls is None else coordinator_only(cfg.tls.coordinator_name)
         pbg.add_AgentServicer_to_server(AgentServicer(core, authorize, prober), public)
         health_pb2_grpc.add_HealthServicer_to_server(health_svc, public)
-        _listen_public(public, cfg, opts.listen)
+        _listen_public(public, cfg, opts)
         pbg.add_RegistryServicer_to_server(RegistryServicer(core), local)
-        sock = _listen_local(local, opts.socket)
+        sock = _listen_local(local, opts)
+        where = opts.fields.get("metrics_port", "--metrics-port")
+        bind(partial(metrics.serve, opts.metrics_port), where, f"0.0.0.0:{opts.metrics_port}")
+        await kernel.call(enforcer.start)
+        shape = "per TX queue" if enforcer.shape == "mq" else "single root"
+        log.info(
+            "agent %s on %s: backend %s (%s), %d queues, link %.0f Mbit/s",
+            *(opts.host, opts.nic, kernel.backend, shape, cfg.queues.queues, opts.link_mbps),
+        )
         await public.start()
         await local.start()
         os.chmod(sock, 0o660)
         await health_svc.set("grouper.v1.Agent", health_pb2.HealthCheckResponse.SERVING)
         await health_svc.set("", health_pb2.HealthCheckResponse.SERVING)
-        metrics.serve(opts.metrics_port)
         discovery = asyncio.create_task(discover_loop(core, cfg.agent.discovery_interval, stop))
         log.info("serving coordinator API on %s, registry on unix:%s", opts.listen, sock)
         await _housekeeping(core, kernel, tailer, stop)
@@ -211,7 +222,8 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
             kernel.run_sync(enforcer.stop)
         finally:
             kernel.close()
-            Path(opts.socket).unlink(missing_ok=True)
+            if sock is not None:  # ours: a port in use never got this far
+                sock.unlink(missing_ok=True)
 
 
 async def discover_loop(core: AgentCore, interval: float, stop: asyncio.Event) -> None:

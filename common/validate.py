@@ -146,3 +146,15 @@ def choice(value: Any, path: str, options: Iterable[str]) -> str:
     if text not in options:
         raise ConfigError(path, f"must be one of {', '.join(options)}; got {short(text)}")
     return text
+
+
+def address(value: Any, path: str, *, zero_port_off: bool = False) -> str:
+    """HOST:PORT or unix:PATH; with ``zero_port_off``, port 0 means "off"."""
+    text = string(value, path)
+    if text.startswith("unix:"):
+        return text
+    host, sep, port = text.rpartition(":")
+    lowest = 0 if zero_port_off else 1
+    if not sep or not host or not port.isdigit() or not lowest <= int(port) < 65536:
+        raise ConfigError(path, f"expected HOST:PORT or unix:PATH, got {short(text)}")
+    return text

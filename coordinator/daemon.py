@@ -12,6 +12,7 @@ from typing import TextIO
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from common.binding import EXCLUSIVE_PORT, bind
 from common.errors import ConfigError
 from coordinator.loop import Coordinator
 from coordinator.metrics import CoordinatorMetrics
@@ -45,14 +46,22 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, reload)
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=EXCLUSIVE_PORT)
     health_svc = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_svc, server)
-    server.add_insecure_port(listen or cfg.coordinator_listen)
+    bind(
+        lambda: server.add_insecure_port(listen or cfg.coordinator_listen),
+        "--listen" if listen else "coordinator.listen",
+        listen or cfg.coordinator_listen,
+    )
+    bind(
+        lambda: metrics.serve(metrics_addr or cfg.coordinator_metrics),
+        "--metrics" if metrics_addr else "metrics.coordinator",
+        metrics_addr or cfg.coordinator_metrics,
+    )
     try:
         await server.start()
         await health_svc.set("", health_pb2.HealthCheckResponse.SERVING)
-        metrics.serve(metrics_addr or cfg.coordinator_metrics)
         log.info(
             "coordinator for %s: %d hosts, policy %s, period %.2fs",
             cfg.cluster,

@@ -12,6 +12,9 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from common import validate as v
+from common.errors import ConfigError
+
 MAX_PERIOD = 3600.0  # seconds
 MAX_BENCH_HOSTS = 100_000
 MAX_BENCH_STAGES = 1_000_000
@@ -51,6 +54,30 @@ def count(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+def address(*, zero_port_off: bool = False) -> Callable[[str], str]:
+    """HOST:PORT or unix:PATH, as the cluster config's addresses (port 0 = off with
+    ``zero_port_off``)."""
+
+    def parse(text: str) -> str:
+        try:
+            return v.address(text, "", zero_port_off=zero_port_off)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(exc.problem) from None
+
+    return parse
+
+
+def log_level(text: str) -> str:
+    level = text.upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"must be one of {', '.join(LOG_LEVELS)}, got {text[:20]!r}"
+        )
+    return level
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+PORT = count(0, 65535)
 PERIOD = real(0.0, MAX_PERIOD)
 SEED = count(0, MAX_SEED)
 FRACTION = real(0.0, 1.0)

@@ -7,6 +7,7 @@ import sys
 
 from common.errors import ConfigError
 from grouper import argtypes as T
+from grouper.cli_agent import add_arguments as add_agent_arguments
 from grouper.cli_bench import add_bench
 
 
@@ -277,15 +278,18 @@ def _add_calibrate(add: T.Add) -> None:
 
 def _add_daemons(add: T.Add) -> None:
     """The daemons (`agent`, `coordinator`) and `check-config`."""
-    ag = add("agent", _cmd_agent, "run the host agent (root)")
-    from agent.options import add_arguments
-
-    add_arguments(ag)
+    add_agent_arguments(add("agent", _cmd_agent, "run the host agent (root)"))
     co = add("coordinator", _cmd_coordinator, "run the cluster coordinator")
     co.add_argument("--config", required=True, help="cluster YAML")
-    co.add_argument("--listen", help="health service address (default: coordinator.listen)")
-    co.add_argument("--metrics", help="Prometheus address HOST:PORT (port 0 = off)")
-    co.add_argument("--log-level", default="INFO")
+    co.add_argument(
+        "--listen", type=T.address(), help="health service address (default: coordinator.listen)"
+    )
+    co.add_argument(
+        "--metrics",
+        type=T.address(zero_port_off=True),
+        help="Prometheus address HOST:PORT (port 0 = off)",
+    )
+    co.add_argument("--log-level", type=T.log_level, default="INFO")
     co.add_argument(
         "--trace", metavar="FILE", help="append a JSON line per cycle: events, plans, timings"
     )

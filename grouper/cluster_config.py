@@ -137,9 +137,9 @@ def parse_cluster_config(data: Any) -> ClusterConfig:
     failure = _failure(top.get("failure", {}))
     agent = _agent(top.get("agent", {}))
     coord = v.mapping(top.get("coordinator", {}), "coordinator", ("listen",))
-    listen = _address(coord.get("listen", "0.0.0.0:7000"), "coordinator.listen")
+    listen = v.address(coord.get("listen", "0.0.0.0:7000"), "coordinator.listen")
     metrics = v.mapping(top.get("metrics", {}), "metrics", ("coordinator",))
-    coord_metrics = _address(
+    coord_metrics = v.address(
         metrics.get("coordinator", "0.0.0.0:9100"), "metrics.coordinator", zero_port_off=True
     )
     tls = None
@@ -186,18 +186,6 @@ def check_tls_files(tls: TlsConfig | None) -> None:
         raise ConfigError("tls.key", f"{tls.key[:80]} is readable by every user (chmod 600)")
 
 
-def _address(value: Any, path: str, *, zero_port_off: bool = False) -> str:
-    """HOST:PORT or unix:PATH; with ``zero_port_off``, port 0 means "off"."""
-    text = v.string(value, path)
-    if text.startswith("unix:"):
-        return text
-    host, sep, port = text.rpartition(":")
-    lowest = 0 if zero_port_off else 1
-    if not sep or not host or not port.isdigit() or not lowest <= int(port) < 65536:
-        raise ConfigError(path, f"expected HOST:PORT or unix:PATH, got {text!r}")
-    return text
-
-
 def _hosts(raw: Any) -> tuple[HostConfig, ...]:
     out: list[HostConfig] = []
     names: set[str] = set()
@@ -229,7 +217,7 @@ def _hosts(raw: Any) -> tuple[HostConfig, ...]:
             if address6 in addrs:
                 raise ConfigError(f"{path}.address6", f"duplicate address {address6}")
             addrs.add(address6)
-        agent = _address(v.get(m, "agent", path, f"{address}:7070"), f"{path}.agent")
+        agent = v.address(v.get(m, "agent", path, f"{address}:7070"), f"{path}.agent")
         nic = v.string(v.get(m, "nic", path), f"{path}.nic")
         link = v.number(v.get(m, "link_mbps", path, 10000), f"{path}.link_mbps", positive=True)
         names.add(name)

@@ -4,16 +4,18 @@ errors name the field, plans expire, JSON-lines events, stage event streams, met
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
 
 import grpc
+import pytest
 
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.kernel.agent_calls import apply, collect, register
-from tests.netns import GROUPER, nft_map, nft_tables
+from tests.netns import GROUPER, nft_map, nft_tables, tc_json
 
 
 def test_bad_plans_are_refused_and_the_previous_plan_stays(pair, agent_env):
@@ -159,12 +161,50 @@ def test_prometheus_endpoint_exports_band_counters(pair, agent_env):
     assert float(line.split()[-1]) >= 1
 
 
+def refused_agent(pair, *args: str) -> str:
+    """``grouper agent ARGS`` in ``pair.a``, expected to exit 2: its stderr. An agent
+    that starts instead is stopped (SIGTERM: it removes what it installed) and fails."""
+    p = pair.popen(pair.a, *GROUPER, "agent", *args, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.terminate()
+        p.communicate(timeout=30)
+        pytest.fail("the agent started instead of refusing")
+    assert p.returncode == 2, err
+    return err
+
+
 def test_an_agent_on_a_missing_nic_exits_2_with_one_line_and_installs_nothing(pair, agent_env):
     agent = agent_env()  # the cluster config names gva, which exists; --nic overrides it
-    r = pair.run(
-        pair.a, *GROUPER, "agent", "--config", str(agent.config), "--host", "a",
-        "--nic", "nope0", "--socket", str(agent.registry), check=False,
+    err = refused_agent(
+        pair, "--config", str(agent.config), "--host", "a", "--nic", "nope0",
+        "--socket", str(agent.registry),
     )  # fmt: skip
-    assert r.returncode == 2
-    assert r.stderr == "grouper: error: --nic: no interface 'nope0' on this host\n", r.stderr
+    assert err == "grouper: error: --nic: no interface 'nope0' on this host\n", err
     assert nft_tables(pair.a) == [] and not agent.registry.exists()
+
+
+def test_an_agent_whose_port_is_taken_exits_2_before_touching_the_kernel(pair, agent_env):
+    agent = agent_env()
+    holder = pair.popen(
+        pair.a, sys.executable, "-c",
+        # SO_REUSEPORT as gRPC sets it: the agent must still not share the port
+        "import socket, time; s = socket.socket();"
+        " s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1);"
+        " s.bind(('0.0.0.0', 7171)); s.listen();"
+        " print('ready', flush=True); time.sleep(60)",
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "ready"
+    qdiscs = tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a)
+    err = refused_agent(
+        pair, "--config", str(agent.config), "--host", "a", "--listen", "0.0.0.0:7171",
+        "--socket", str(agent.registry),
+    )  # fmt: skip
+    assert err.splitlines()[-1] == (
+        "grouper: error: --listen: cannot listen on '0.0.0.0:7171' "
+        "(in use, or not an address of this host)"
+    )
+    assert nft_tables(pair.a) == [] and not agent.registry.exists()
+    assert tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a) == qdiscs
