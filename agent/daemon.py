@@ -164,6 +164,14 @@ async def _housekeeping(
             pass
 
 
+def _log_started(cfg: ClusterConfig, opts: AgentOptions, kernel: KernelThread) -> None:
+    shape = "per TX queue" if kernel.enforcer.shape == "mq" else "single root"
+    log.info(
+        "agent %s on %s: backend %s (%s), %d queues, link %.0f Mbit/s",
+        *(opts.host, opts.nic, kernel.backend, shape, cfg.queues.queues, opts.link_mbps),
+    )
+
+
 async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -184,6 +192,7 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
     prober = Prober(cfg.addresses.get(opts.host, ""))
     health_svc = health.aio.HealthServicer()
     sock: Path | None = None
+    started = False  # the kernel is ours to clean only once we began to install
     try:
         # ports first: one in use is refused before the kernel is touched
         authorize = None if cfg.tls is None else coordinator_only(cfg.tls.coordinator_name)
@@ -194,12 +203,9 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         sock = _listen_local(local, opts)
         where = opts.fields.get("metrics_port", "--metrics-port")
         bind(partial(metrics.serve, opts.metrics_port), where, f"0.0.0.0:{opts.metrics_port}")
+        started = True
         await kernel.call(enforcer.start)
-        shape = "per TX queue" if enforcer.shape == "mq" else "single root"
-        log.info(
-            "agent %s on %s: backend %s (%s), %d queues, link %.0f Mbit/s",
-            *(opts.host, opts.nic, kernel.backend, shape, cfg.queues.queues, opts.link_mbps),
-        )
+        _log_started(cfg, opts, kernel)
         await public.start()
         await local.start()
         os.chmod(sock, 0o660)
@@ -219,7 +225,8 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         await local.stop(grace=1.0)
         prober.close()
         try:
-            kernel.run_sync(enforcer.stop)
+            if started:  # else another agent may own them: a refused start leaves them
+                kernel.run_sync(enforcer.stop)
         finally:
             kernel.close()
             if sock is not None:  # ours: a port in use never got this far

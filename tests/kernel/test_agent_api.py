@@ -15,7 +15,7 @@ import pytest
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.kernel.agent_calls import apply, collect, register
-from tests.netns import GROUPER, nft_map, nft_tables, tc_json
+from tests.netns import GROUPER, AgentProc, nft_map, nft_tables, tc_json
 
 
 def test_bad_plans_are_refused_and_the_previous_plan_stays(pair, agent_env):
@@ -208,3 +208,24 @@ def test_an_agent_whose_port_is_taken_exits_2_before_touching_the_kernel(pair, a
     )
     assert nft_tables(pair.a) == [] and not agent.registry.exists()
     assert tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a) == qdiscs
+
+
+def test_a_second_agent_on_a_running_agents_port_leaves_its_kernel_state(pair, agent_env, tmp_path):
+    config = agent_env().config
+    first = AgentProc(pair, pair.a, "a", config, tmp_path / "first", listen="0.0.0.0:7172")
+    (tmp_path / "first").mkdir()
+    first.start()
+    try:
+        register(first, "c1", [5201])
+        tables, qdiscs = nft_tables(pair.a), tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a)
+        assert tables, "the first agent installed its table"
+        err = refused_agent(
+            pair, "--config", str(config), "--host", "a", "--listen", "0.0.0.0:7172",
+            "--socket", str(tmp_path / "second.sock"),
+        )  # fmt: skip
+        assert err.splitlines()[-1].startswith("grouper: error: --listen: cannot listen on")
+        assert nft_tables(pair.a) == tables
+        assert tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a) == qdiscs
+        register(first, "c2", [5202])  # the first agent still serves
+    finally:
+        assert first.stop() == 0
