@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,13 +14,13 @@ CONFIG = "docs/cluster.sample.yaml"
 
 
 @pytest.fixture
-def taken() -> str:
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    s.bind(("127.0.0.1", 0))
-    s.listen()
-    yield f"127.0.0.1:{s.getsockname()[1]}"
-    s.close()
+def taken() -> Iterator[str]:
+    """HOST:PORT held by a listening socket that allows SO_REUSEPORT."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield f"127.0.0.1:{s.getsockname()[1]}"
 
 
 def coordinator(*args: str) -> subprocess.CompletedProcess:
