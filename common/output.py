@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+_json_stream: IO[str] | None = None  # standard output, kept for the JSON while reserved
 
 
 def _finite(obj: Any) -> Any:
@@ -52,10 +57,45 @@ def write_json(obj: dict[str, Any], path: str | None) -> None:
         return
     text = dumps(obj) + "\n"
     if path == "-":
-        sys.stdout.write(text)
+        out = _json_stream or sys.stdout
+        out.write(text)
+        out.flush()
     else:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
+
+
+@contextmanager
+def stdout_reserved_for_json(active: bool) -> Iterator[None]:
+    """While a command writes its JSON to standard output (``--json -``), everything
+    else meant for it goes to standard error: Python-level prints through
+    ``sys.stdout``, and whatever a library or a child process writes to file
+    descriptor 1 (a solver's banner, say). Only :func:`write_json` reaches the real
+    standard output, so it holds exactly one JSON object. Restored on exit."""
+    global _json_stream
+    if not active:
+        yield
+        return
+    out = sys.stdout
+    out.flush()
+    try:
+        fd_backed = out.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # a test's in-memory capture
+        fd_backed = False
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    _json_stream = os.fdopen(os.dup(saved), "w", encoding="utf-8") if fd_backed else out
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = out
+        _json_stream.flush()
+        if fd_backed:
+            _json_stream.close()
+        _json_stream = None
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:

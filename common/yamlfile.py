@@ -21,11 +21,6 @@ from common.errors import ConfigError
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64  # nesting levels; our formats need fewer than ten
-_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _Loader(_Base):  # type: ignore[misc, valid-type]
-    pass
 
 
 def _mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -43,7 +38,16 @@ def _mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict:
     return loader.construct_mapping(node, deep=deep)
 
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+def _loader(base: type) -> type:
+    class Loader(base):  # type: ignore[misc, valid-type]
+        pass
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+    return Loader
+
+
+_PyLoader = _loader(yaml.SafeLoader)  # pure Python: no limits of its own
+_Loader = _loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def read_text(path: str | Path, what: str) -> str:
@@ -162,9 +166,22 @@ def _within_depth(text: str, levels: int = 0) -> bool:
 
 
 def _check_events(text: str, what: str) -> None:
-    """Reject anchors, aliases and nesting past MAX_DEPTH, naming the line."""
+    """Reject anchors, aliases and nesting past MAX_DEPTH, naming the line. libyaml
+    refuses some documents on its own before our check sees their events (since
+    PyYAML 6.0.4 it stops flow nesting past 1000 levels with a message of its own), so
+    when it refuses, the pure-Python parser, which has no such limit, runs our check
+    again: the message is ours whichever parser and version is installed."""
+    try:
+        _walk_events(text, what, _Loader)
+    except yaml.YAMLError:
+        if _Loader is not _PyLoader:
+            _walk_events(text, what, _PyLoader)
+        raise
+
+
+def _walk_events(text: str, what: str, loader: type) -> None:
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:

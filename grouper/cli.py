@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from common.errors import ConfigError
+from common.output import stdout_reserved_for_json
 from grouper import argtypes as T
 from grouper.cli_agent import add_arguments as add_agent_arguments
 from grouper.cli_bench import add_bench
@@ -72,9 +73,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from grouper.launcher import run
+    from grouper.launcher import UsageError, run
 
-    return run(args)
+    try:
+        return run(args)
+    except UsageError as exc:
+        raise ConfigError(exc.path, exc.problem) from None
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -298,29 +302,12 @@ def _add_daemons(add: T.Add) -> None:
 
 
 def _add_run(add: T.Add) -> None:
-    """`grouper run`: a command as a job of a cojob."""
-    ru = add("run", _cmd_run, "run a command as a grouper job (registers it with the local agent)")
-    ru.add_argument("--cojob", required=True, help="the search (cojob) id")
-    ru.add_argument("--job", required=True, help="this job's id (the same on every host)")
-    ru.add_argument("--stages", required=True, help="iterations per stage, e.g. 500,1000,2000")
-    ru.add_argument("--arch", default="flows", choices=("flows", "ps", "ring"))
-    ru.add_argument("--model-bytes", type=float, help="gradient bytes per iteration (a prior)")
-    ru.add_argument(
-        "--to",
-        action="append",
-        metavar="HOST=BYTES",
-        help="bytes per iteration this host sends to HOST (repeatable; else measured)",
+    """`grouper run`: a command as a job of a cojob (options in grouper.launcher)."""
+    from grouper.launcher import add_arguments
+
+    add_arguments(
+        add("run", _cmd_run, "run a command as a grouper job (registers it with the local agent)")
     )
-    ru.add_argument(
-        "--weight",
-        type=float,
-        default=1.0,
-        help="the job's importance: a stage weighs as its heaviest job (default 1)",
-    )
-    ru.add_argument(
-        "--socket", help="agent socket (default $GROUPER_AGENT_SOCKET or /run/grouper/agent.sock)"
-    )
-    ru.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -345,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.fn(args) or 0)
+        with stdout_reserved_for_json(getattr(args, "json", None) == "-"):
+            return int(args.fn(args) or 0)
     except ConfigError as exc:
         print(f"grouper: error: {exc}", file=sys.stderr)
         return 2

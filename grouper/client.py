@@ -108,9 +108,15 @@ class Job:
         self.close()
 
     def start(self) -> None:
-        if not self._connect():
-            return
-        if not self.managed and not self._call("RegisterJob", self._registration()):
+        try:
+            if not self._connect():
+                return
+            if not self.managed and not self._call("RegisterJob", self._registration()):
+                return
+        except Exception as exc:  # whatever it is, training goes on
+            _warn_once(
+                f"grouper: cannot reach the agent ({_brief(exc)}); training runs unscheduled"
+            )
             return
         self.active = True
         self._thread = threading.Thread(target=self._reporter, name="grouper-report", daemon=True)
@@ -183,16 +189,11 @@ class Job:
 
     # -- plumbing --------------------------------------------------------------------
     def _connect(self) -> bool:
-        global _warned_absent
         if not os.path.exists(self.socket):
-            if not _warned_absent:
-                _warned_absent = True
-                warnings.warn(
-                    f"grouper: no agent socket at {self.socket}; training runs unscheduled",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            _warn_once(f"grouper: no agent socket at {self.socket}; training runs unscheduled")
             return False
+        # an old or mismatched protobuf or grpcio refuses the generated stubs here (an
+        # ImportError, or protobuf's VersionError): start() turns it into one warning
         import grpc
 
         from grouper.v1 import agent_pb2, agent_pb2_grpc
@@ -224,6 +225,9 @@ class Job:
         except grpc.RpcError as exc:
             log.warning("grouper agent unreachable (%s): %s", method, exc.code().name)
             return False
+        except Exception as exc:  # never into the training loop
+            log.warning("grouper: %s failed: %s", method, _brief(exc))
+            return False
         if not ack.ok:
             if not self.error:
                 log.warning("grouper agent refused %s: %s", method, ack.error)
@@ -245,4 +249,20 @@ class Job:
             self._wake.wait(self.report_every)
             self._wake.clear()
             if not self._closed.is_set():
-                self._flush()
+                try:
+                    self._flush()
+                except Exception as exc:  # a report lost, not the thread
+                    log.warning("grouper: progress report failed: %s", _brief(exc))
+
+
+def _brief(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:160]}"
+
+
+def _warn_once(message: str) -> None:
+    """One warning per process, pointing at the training code that called start()."""
+    global _warned_absent
+    if not _warned_absent:
+        _warned_absent = True
+        warnings.warn(message, RuntimeWarning, stacklevel=4)

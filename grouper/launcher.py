@@ -11,10 +11,16 @@ same job; it ends with the last of them.
 
 With no agent, or an agent that cannot be reached, the command runs unscheduled (one
 warning): training never depends on the scheduler.
+
+Part of the ``grouper-client`` distribution (see ``client/``): it imports nothing of ours
+but :mod:`grouper.client`, and its console script ``grouper`` runs the full command line
+where the full distribution is installed, ``grouper run`` alone where it is not.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import os
 import signal
 import subprocess
@@ -22,11 +28,67 @@ import sys
 import warnings
 from typing import Any
 
-from common.errors import ConfigError
-from common.flows import MAX_WEIGHT
 from grouper import client
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+MAX_WEIGHT = 1e6  # the agent's limit (common.flows.MAX_WEIGHT; a unit test keeps them equal)
+
+
+class UsageError(ValueError):
+    """Bad input to ``grouper run``: ``path: problem``, one line (the full command line
+    turns it into its ConfigError, exit 2)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path, self.problem = path, problem
+        super().__init__(f"{path}: {problem}" if path else problem)
+
+
+def add_arguments(ru: argparse.ArgumentParser) -> None:
+    """The options of ``grouper run`` (here, so the client's own script has them)."""
+    ru.add_argument("--cojob", required=True, help="the search (cojob) id")
+    ru.add_argument("--job", required=True, help="this job's id (the same on every host)")
+    ru.add_argument("--stages", required=True, help="iterations per stage, e.g. 500,1000,2000")
+    ru.add_argument("--arch", default="flows", choices=("flows", "ps", "ring"))
+    ru.add_argument("--model-bytes", type=float, help="gradient bytes per iteration (a prior)")
+    ru.add_argument(
+        "--to",
+        action="append",
+        metavar="HOST=BYTES",
+        help="bytes per iteration this host sends to HOST (repeatable; else measured)",
+    )
+    ru.add_argument(
+        "--weight",
+        type=float,
+        default=1.0,
+        help="the job's importance: a stage weighs as its heaviest job (default 1)",
+    )
+    ru.add_argument(
+        "--socket", help="agent socket (default $GROUPER_AGENT_SOCKET or /run/grouper/agent.sock)"
+    )
+    ru.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``grouper`` as ``grouper-client`` installs it: the full command line when the
+    full distribution is there too, else ``grouper run`` only."""
+    argv = sys.argv[1:] if argv is None else argv
+    if importlib.util.find_spec("grouper.cli") is not None:
+        from grouper.cli import main as full_main
+
+        return full_main(argv)
+    p = argparse.ArgumentParser(
+        prog="grouper",
+        description="grouper-client: `grouper run` starts a command as a grouper job "
+        "(the other subcommands come with the full grouper distribution)",
+    )
+    sub = p.add_subparsers(dest="subcommand", required=True)
+    add_arguments(sub.add_parser("run", help="run a command as a grouper job"))
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except UsageError as exc:
+        print(f"grouper: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def parse_stages(text: str) -> list[int]:
@@ -35,9 +97,9 @@ def parse_stages(text: str) -> list[int]:
         try:
             n = int(part)
         except ValueError:
-            raise ConfigError(f"--stages[{i}]", f"expected an integer, got {part[:20]!r}") from None
+            raise UsageError(f"--stages[{i}]", f"expected an integer, got {part[:20]!r}") from None
         if n < 1:
-            raise ConfigError(f"--stages[{i}]", f"must be at least 1, got {n}")
+            raise UsageError(f"--stages[{i}]", f"must be at least 1, got {n}")
         out.append(n)
     return out
 
@@ -49,25 +111,25 @@ def parse_flow(text: str, i: int) -> tuple[str, float]:
     except ValueError:
         value = float("nan")
     if not sep or not host or not value > 0 or value == float("inf"):
-        raise ConfigError(f"--to[{i}]", f"expected HOST=BYTES_PER_ITERATION, got {text[:40]!r}")
+        raise UsageError(f"--to[{i}]", f"expected HOST=BYTES_PER_ITERATION, got {text[:40]!r}")
     return host, value
 
 
 def run(args: Any) -> int:
     if not args.command:
-        raise ConfigError("COMMAND", "required after --")
+        raise UsageError("COMMAND", "required after --")
     command = args.command[1:] if args.command[0] == "--" else args.command
     if not command:
-        raise ConfigError("COMMAND", "required after --")
+        raise UsageError("COMMAND", "required after --")
     stages = parse_stages(args.stages)
     if args.model_bytes is not None and not 0 <= args.model_bytes < float("inf"):
-        raise ConfigError("--model-bytes", f"must be a finite number >= 0, got {args.model_bytes}")
-    if not 0 < args.weight <= MAX_WEIGHT:
-        raise ConfigError("--weight", f"must be in (0, {MAX_WEIGHT:g}], got {args.weight}")
+        raise UsageError("--model-bytes", f"must be a finite number >= 0, got {args.model_bytes}")
+    if not 0 < args.weight <= MAX_WEIGHT:  # NaN included
+        raise UsageError("--weight", f"must be in (0, {MAX_WEIGHT:g}], got {args.weight}")
     for name in ("cojob", "job"):
         value = getattr(args, name)
         if not value or "/" in value or ":" in value:
-            raise ConfigError(f"--{name}", f"must be non-empty without '/' or ':', got {value!r}")
+            raise UsageError(f"--{name}", f"must be non-empty without '/' or ':', got {value!r}")
     job = client.Job(
         args.cojob,
         args.job,
@@ -84,7 +146,7 @@ def run(args: Any) -> int:
         job.start()  # registers with pids=[this launcher]; the command is our child
     if job.error:  # the agent is there and said no: the user's input, so stop here
         job.close()
-        raise ConfigError("", f"agent refused the job: {job.error}")
+        raise UsageError("", f"agent refused the job: {job.error}")
     env = dict(os.environ)
     env.update(
         {
@@ -99,7 +161,7 @@ def run(args: Any) -> int:
         proc = subprocess.Popen(command, env=env)
     except OSError as exc:
         job.close()
-        raise ConfigError("COMMAND", f"cannot run {command[0][:60]!r}: {exc.strerror}") from None
+        raise UsageError("COMMAND", f"cannot run {command[0][:60]!r}: {exc.strerror}") from None
     old = {s: signal.signal(s, lambda n, _f: proc.send_signal(n)) for s in FORWARDED}
     try:
         status = proc.wait()

@@ -223,3 +223,11 @@ def test_grouper_run_refused_by_the_agent_exits_2(agent):
         .splitlines()[-1]
         .startswith("grouper: error: agent refused the job: flows[0].dst_host: unknown host")
     )
+
+
+def test_launcher_weight_limit_is_the_agents():
+    """The client keeps its own copy (it imports nothing of ours); they must agree."""
+    from common.flows import MAX_WEIGHT
+    from grouper import launcher
+
+    assert launcher.MAX_WEIGHT == MAX_WEIGHT

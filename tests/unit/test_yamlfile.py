@@ -27,7 +27,11 @@ SAMPLE = "cluster: a\nhosts:\n  - {name: h1, address: 10.0.0.1, nic: eth0}\n"
         ("[" * 20000 + "]" * 20000, r"^config: line 1: nested deeper than 64 levels$"),
     ],
 )
-def test_bad_yaml_is_one_clear_line(text, message):
+@pytest.mark.parametrize("parser", ["default", "pure-python"])
+def test_bad_yaml_is_one_clear_line(text, message, parser, monkeypatch):
+    """The same message from libyaml (when PyYAML has it) and from the Python parser."""
+    if parser == "pure-python":
+        monkeypatch.setattr(yamlfile, "_Loader", yamlfile._PyLoader)
     with pytest.raises(ConfigError, match=message) as err:
         yamlfile.parse_yaml(text, "config")
     assert "\n" not in str(err.value)
