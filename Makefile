@@ -54,8 +54,8 @@ test-oldest: $(VENV)/.installed
 # The two distributions, stubs generated inside: dist/grouper-*.whl and
 # dist/grouper_client-*.whl.
 wheels: $(VENV)/.installed
-	$(BIN)/python -m build -q --wheel --outdir dist .
-	$(BIN)/python -m build -q --wheel --outdir dist client
+	$(BIN)/python -m build --wheel --outdir dist .
+	$(BIN)/python -m build --wheel --outdir dist client
 
 lint: setup
 	$(BIN)/ruff check .

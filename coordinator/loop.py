@@ -12,6 +12,7 @@ that restarted (its version in force went back) gets its plan again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -113,7 +114,8 @@ class Coordinator:
                 task.cancel()
             link.end_session()
             asyncio.ensure_future(link.channel.close())
-            self.metrics.agent_up.remove(link.host.name)
+            with contextlib.suppress(KeyError):  # never up: prometheus-client < 0.20 raises
+                self.metrics.agent_up.remove(link.host.name)
         self.up_count = sum(lk.up for lk in self.links.values())
         self.metrics.agents_up.set(self.up_count)
         if (cfg.scheduling, cfg.queues) != (self.cfg.scheduling, self.cfg.queues):

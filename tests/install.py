@@ -21,7 +21,7 @@ def build_wheel(project: Path, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.glob("*.whl"))
     subprocess.run(
-        [sys.executable, "-m", "build", "-q", "--wheel", "--no-isolation", "--outdir", out, project],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", out, project],
         check=True,
         capture_output=True,
         timeout=600,
@@ -36,7 +36,8 @@ def make_venv(path: Path, lock: str, *wheels: Path, extra: tuple[str, ...] = ())
     subprocess.run([sys.executable, "-m", "venv", path], check=True, timeout=120)
     pip = [path / "bin" / "python", "-m", "pip", "install", "-q"]
     run = {"check": True, "capture_output": True, "timeout": 900}
-    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", ROOT / "requirements" / lock], **run)
+    locked = ROOT / "requirements" / lock
+    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", locked], **run)
     subprocess.run([*pip, "--no-deps", *wheels], **run)
     if extra:
         subprocess.run([*pip, "--no-deps", *extra], **run)

@@ -31,7 +31,11 @@ def client_bin(tmp_path_factory):
 
 
 def test_client_only_install_runs_a_job_under_a_real_agent(
-    pair, agent_env, receiver, capture, client_bin  # noqa: F811
+    pair,
+    agent_env,
+    receiver,  # noqa: F811 (the fixture imported above)
+    capture,  # noqa: F811
+    client_bin,
 ):
     agent = agent_env().start()
     run = pair.popen(

@@ -6,6 +6,7 @@ outside the checkout, so nothing is imported from the source tree."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -43,8 +44,12 @@ def test_client_wheel_holds_only_the_training_side(wheels):
     assert not {"grouper/cli.py", "grouper/cluster_config.py"} & modules
     meta = zipfile.ZipFile(wheels["client"])
     (info,) = [n for n in meta.namelist() if n.endswith(".dist-info/METADATA")]
-    requires = [ln for ln in meta.read(info).decode().splitlines() if ln.startswith("Requires-Dist")]
-    assert sorted(r.split()[1].split(">")[0] for r in requires) == ["grpcio", "protobuf"]
+    lines = meta.read(info).decode().splitlines()
+    requires = [ln for ln in lines if ln.startswith("Requires-Dist")]
+    assert sorted(re.split(r"[<>=!~ ;]", r.split()[1])[0] for r in requires) == [
+        "grpcio",
+        "protobuf",
+    ]
 
 
 def test_full_wheel_in_a_clean_venv_runs_the_commands(wheels, tmp_path):
@@ -100,7 +105,7 @@ def test_client_venv_has_grpc_and_protobuf_only(client_venv):
     frozen = subprocess.run(
         [client_venv / "python", "-m", "pip", "freeze"], capture_output=True, text=True
     ).stdout
-    assert {ln.split("==")[0] for ln in frozen.split()} == {
+    assert {re.split(r"[=@ ]", ln)[0] for ln in frozen.splitlines()} == {
         "grouper-client",
         "grpcio",
         "protobuf",
@@ -156,6 +161,4 @@ def test_client_with_stubs_missing_warns_once_and_training_goes_on(client_venv, 
         done, warned, message = train(client_venv / "python", sock, tmp_path)
     finally:
         stub.write_bytes(saved)
-    assert (done, warned) == (6, 1) and "ModuleNotFoundError" in message, message
-
-
+    assert (done, warned) == (6, 1) and "ImportError" in message, message
