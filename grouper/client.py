@@ -20,6 +20,7 @@ agent socket the job is a no-op (one warning), a refusal is logged and kept in
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -78,6 +79,7 @@ class Job:
         self._sent = 0
         self._wake = threading.Event()
         self._closed = threading.Event()
+        self._begun = False  # start() ran (explicitly, by `with`, or by the first step)
         self._thread: threading.Thread | None = None
         self._channel: Any = None
         self._stub: Any = None
@@ -108,6 +110,12 @@ class Job:
         self.close()
 
     def start(self) -> None:
+        """Register with the agent (unless a launcher did) and report from a thread.
+        Called by ``with``, or by the first ``step()``; progress is flushed at
+        interpreter exit if ``close()`` never runs."""
+        if self._begun or self._closed.is_set():
+            return
+        self._begun = True
         try:
             if not self._connect():
                 return
@@ -121,12 +129,14 @@ class Job:
         self.active = True
         self._thread = threading.Thread(target=self._reporter, name="grouper-report", daemon=True)
         self._thread.start()
+        atexit.register(self.close)  # the last progress and the job's end are not lost
 
     def close(self) -> None:
         """Flush progress; unless a launcher manages the job, report this participant done."""
         if self._closed.is_set():
             return
         self._closed.set()
+        atexit.unregister(self.close)
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=RPC_TIMEOUT * 2)
@@ -175,12 +185,17 @@ class Job:
         return self._done
 
     def step(self, n: int = 1) -> None:
-        """``n`` more iterations done (reported within ``report_every``)."""
+        """``n`` more iterations done (reported within ``report_every``). The first
+        call starts the job if nothing did."""
+        if not self._begun:
+            self.start()
         with self._lock:
             self._done = min(self.total, self._done + n)
 
     def stage_done(self) -> None:
         """The current stage is over (its iterations count as done even if cut short)."""
+        if not self._begun:
+            self.start()
         with self._lock:
             if self._stage < len(self.stages):
                 self._stage += 1

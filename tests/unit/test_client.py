@@ -231,3 +231,39 @@ def test_launcher_weight_limit_is_the_agents():
     from grouper import launcher
 
     assert launcher.MAX_WEIGHT == MAX_WEIGHT
+
+
+PLAIN_LOOP = """
+import os, sys
+from grouper.client import Job
+if sys.argv[1] == "env":
+    job = Job.from_env(report_every=0.01)
+else:
+    job = Job("c", "j", [4, 8], socket=os.environ["GROUPER_AGENT_SOCKET"], report_every=0.01)
+for _ in range(6):
+    job.step()
+"""
+
+
+@pytest.mark.parametrize("how", ["env", "plain"])
+def test_the_plain_loop_reports_from_the_first_step_and_flushes_at_exit(how, agent, monkeypatch):
+    """No ``with``, no ``start()``, no ``close()``: the first step starts the job and the
+    last progress (and, unless a launcher manages the job, its end) reaches the agent at
+    exit."""
+    path, reg, servicer = agent
+    env = {"GROUPER_AGENT_SOCKET": str(path), "PATH": "/usr/bin:/bin"}
+    if how == "env":
+        env |= {"GROUPER_COJOB": "c", "GROUPER_JOB": "j", "GROUPER_STAGES": "4,8"}
+        env["GROUPER_MANAGED"] = "1"
+        reg.register(
+            {"cojob_id": "c", "job_id": "j", "arch": "flows", "stage_iterations": [4, 8],
+             "pids": [1]}
+        )  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", PLAIN_LOOP, how], env=env, capture_output=True, text=True,
+        timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    entry = reg.jobs["c", "j"]
+    assert entry.iterations_done == 6, "the progress of the last steps is flushed at exit"
+    assert entry.finished == (how == "plain"), "a job the launcher manages is not finished"
