@@ -4,7 +4,9 @@ Every refresh dumps the namespace's TCP sockets (``sockdiag``). Sockets seen bef
 a dict lookup; a socket toward a cluster host that is new is matched to a job by its
 inode, scanning the job's processes (and their descendants) only then. Sockets that
 belong to no job are remembered as foreign until they close or a job registers, so a
-steady host costs one dump per refresh.
+steady host costs one dump per refresh. A connection the kernel has established but no
+process has accept()ed yet has inode 0: it has no owner *yet*, so it is looked at again
+at every refresh until it has one (a late accept() is then classified, not lost).
 
 Per connection the tracker keeps the rule key the kernel matches packets by (the
 connection's addresses and ports) and, from dumps with ``tcp_info``, the bytes acked,
@@ -87,10 +89,12 @@ class Tracker:
                     conn.acked = acked
         ours = []
         for s in new:
-            if self.host_of.get(dst_address(s), self.host) != self.host:
+            if self.host_of.get(dst_address(s), self.host) == self.host:
+                self.foreign[s.cookie] = None  # not toward another cluster host: never ours
+            elif s.inode:
                 ours.append(s)
-            else:  # not toward another cluster host: never ours to classify
-                self.foreign[s.cookie] = None
+            # inode 0: established but not yet accept()ed, so no process holds it yet.
+            # Not foreign, just not known: it is new again at the next refresh.
         if ours and jobs:
             owner = self._owners(jobs, {s.inode for s in ours})
             for s in ours:

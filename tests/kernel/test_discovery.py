@@ -268,3 +268,54 @@ def test_an_ipv6_connection_of_the_job_is_classified(pair, tmp_path):
         assert by_tc.get(TABLE[BAND], 0) >= 0.8 * sum(by_tc.values()), by_tc
     finally:
         agent.stop()
+
+
+LATE_LISTENER = """
+import socket, sys, time
+srv = socket.socket()
+srv.bind((sys.argv[1], 0))
+srv.listen()
+print(srv.getsockname()[1], flush=True)
+sys.stdin.readline()  # the peer has connected: it waits in the accept queue until now
+conn, _ = srv.accept()
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    conn.send(b"x" * 1024)
+    time.sleep(0.0005)
+print("done", flush=True)
+"""
+PEER = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+print("connected", flush=True)
+while s.recv(65536):
+    pass
+"""
+
+
+def test_a_connection_the_job_accepts_late_is_classified(pair, agent_env):
+    """A job's listener that accept()s a connection well after the kernel established
+    it (as Gloo's and a rendezvous store's do): before accept() the socket has inode 0
+    in socket diagnostics and no owner; once accepted it must be found, not written off
+    as another process's traffic."""
+    agent = agent_env().start()
+    job = pair.popen(
+        pair.a, sys.executable, "-c", LATE_LISTENER, pair.addr_a,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    port = int(job.stdout.readline())
+    assert register_pids(agent, [job.pid]).ok
+    assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
+    peer = pair.popen(
+        pair.b, sys.executable, "-c", PEER, pair.addr_a, str(port),
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert peer.stdout.readline().strip() == "connected"
+    time.sleep(1.0)  # ten discovery rounds while the connection waits to be accepted
+    assert port not in conn_elements(pair.a)
+    job.stdin.write("accept\n")
+    job.stdin.flush()
+    assert wait_classified(pair.a, port, RECLASSIFY_BOUND) is not None, (
+        "the accepted connection was written off while it waited for accept()"
+    )
+    assert job.stdout.readline().strip() == "done"

@@ -75,6 +75,20 @@ def test_new_sockets_are_matched_to_jobs_by_inode_and_strangers_remembered():
     assert (J1, "b") not in t.connections()
 
 
+def test_a_connection_accepted_late_is_classified_once_accepted():
+    """Before accept() the socket has inode 0: not foreign, looked at again until a
+    process holds it (a listener that accepts late must not lose its connection)."""
+    t, diag = tracker({101: {7}})
+    jobs = {J1: {P.Proc(101, 5)}}
+    diag.table = [sock(1, 0)]  # established, in the listener's accept queue
+    assert t.refresh(jobs) == set()
+    assert sock(1, 0).cookie not in t.foreign
+    assert t.refresh(jobs) == set()
+    diag.table = [sock(1, 7)]  # accept(): the same socket now has the job's inode
+    assert t.refresh(jobs) == {J1}
+    assert t.connections()[(J1, "b")] == [("conn", "10.0.0.1", "10.0.0.2", 40000, 5000)]
+
+
 def test_sockets_to_this_host_or_outside_the_cluster_are_never_ours():
     t, diag = tracker({101: {1, 2}})
     diag.table = [sock(1, 1, "10.0.0.1"), sock(2, 2, "192.0.2.9")]
