@@ -11,6 +11,8 @@ import logging
 import time
 from typing import Any, Protocol
 
+from agent.cgroup_watch import CgroupWatch
+from agent.cgroups import CgroupRef
 from agent.discovery.load import LoadEstimate
 from agent.discovery.procs import Proc, alive
 from agent.discovery.tracker import JobKey, Tracker
@@ -23,6 +25,7 @@ from common.registration import Flow, JobEntry, reported_flows
 from pda.priorities import QueueConfig
 
 log = logging.getLogger("grouper.agent")
+CGROUP_GRACE = 1.0  # seconds a job's removed cgroup may take to be made again
 
 
 class Kernel(Protocol):
@@ -30,6 +33,7 @@ class Kernel(Protocol):
 
     async def apply(self, rules: dict[RuleKey, Rule]) -> int: ...
     async def counters(self) -> dict[int, dict]: ...
+    async def reload(self) -> None: ...
 
 
 class EventHub:
@@ -65,6 +69,7 @@ class AgentCore:
         plan_ttl: float,
         metrics: AgentMetrics | None = None,
         tracker: Tracker | None = None,
+        addresses6: dict[str, str] | None = None,
     ) -> None:
         self.host = host
         self.registry = registry
@@ -89,6 +94,10 @@ class AgentCore:
         # bytes the job's connections sent, and of those, in the planned band and DSCP
         self.band_share: dict[JobKey, list[int]] = {}
         self._synced = -1  # registry generation self.procs reflects
+        # jobs known by their cgroup (the registry checked each exists)
+        self.addresses6 = addresses6 or {}
+        self.cgroup_refs: dict[JobKey, CgroupRef] = {}
+        self.watch: CgroupWatch | None = None  # inotify on the parents of jobs' cgroups
 
     # -- registry --------------------------------------------------------------------
     def registry_call(self, kind: str, data: Any, source: str = "grpc") -> str:
@@ -128,13 +137,13 @@ class AgentCore:
                 queues=self.queues,
                 finished=self.registry.finished_flows(self.host),
                 finished_jobs=self.registry.finished_jobs(),
-                discovered=set(self.procs),
+                discovered=set(self.procs) | set(self.cgroup_refs),
             )
         except ConfigError as exc:
             self.metrics.plans_refused.labels(self.host).inc()
             log.warning("refused plan: %s", exc)
             return False, str(exc), 0
-        rules = compose(entries, flows, self.addresses, self.connections)
+        rules = self._compose(entries, flows)
         try:
             changed = await self.kernel.apply(rules)
         except Exception as exc:  # the kernel refused: keep the previous plan in force
@@ -164,18 +173,24 @@ class AgentCore:
         log.warning("no plan for %.1fs (plan_ttl): dropped all priorities", now - self.last_plan)
         return True
 
-    # -- jobs known by their processes -----------------------------------------------
+    def _compose(self, entries: dict[str, Rule], flows: dict[str, Flow]) -> dict[RuleKey, Rule]:
+        return compose(
+            entries, flows, self.addresses, self.connections, self.cgroup_refs, self.addresses6
+        )
+
+    # -- jobs known by their processes or their cgroup -------------------------------
     def _sync_procs(self) -> bool:
         """Follow the registry: new participants in, finished jobs out (True if any)."""
         if self._synced == self.registry.generation:
             return False
         self._synced = self.registry.generation
-        live = {j.key: j for j in self.registry.active_jobs() if j.pids}
+        active = self.registry.active_jobs()
+        live = {j.key: j for j in active if j.pids and not j.cgroup}
         if set(live) - set(self.procs) and self.tracker is not None:
             self.tracker.forget_foreign()  # sockets of nobody may be the new job's
-        gone = set(self.procs) - set(live)
+        gone = (set(self.procs) - set(live)) | self._sync_cgroups(active)
         for key in gone:
-            del self.procs[key]
+            self.procs.pop(key, None)
             self.loads.pop(key, None)
             if self.tracker is not None:
                 self.tracker.drop_job(key)
@@ -185,6 +200,82 @@ class AgentCore:
             self.procs.setdefault(key, set()).update(Proc(*p) for p in job.pids)
         return bool(gone)
 
+    def _sync_cgroups(self, active: list[JobEntry]) -> set[JobKey]:
+        """Jobs known by their cgroup: new ones resolved, ended ones dropped (returned)."""
+        cgroups = self.registry.cgroups
+        want = {j.key: j.cgroup for j in active if j.cgroup}
+        gone = set(self.cgroup_refs) - set(want)
+        for key in gone:
+            self._release(key, self.cgroup_refs.pop(key).path)
+        vanished = set()
+        for key, path in want.items():
+            if key not in self.cgroup_refs and cgroups is not None:
+                try:
+                    self.cgroup_refs[key] = cgroups.resolve(path)
+                except ConfigError:  # removed since it registered
+                    vanished.add(key)
+        self.hub.publish(self.registry.reap(vanished))
+        if self.watch is not None and cgroups is not None:
+            self.watch.watch_parents(cgroups.directory(r.path) for r in self.cgroup_refs.values())
+        self._map_cgroup_ids()
+        return gone
+
+    def _release(self, key: JobKey, path: str) -> None:
+        """A job that ended leaves no cgroup of ours behind."""
+        job, made = self.registry.jobs.get(key), self.registry.job_cgroups
+        if job is not None and job.own_cgroup and made is not None and not made.remove(path):
+            log.warning("job %s/%s: could not remove its cgroup %s", *key, path)
+
+    def release_cgroups(self) -> None:
+        """The agent stops: the cgroups it made are removed, their processes moved back
+        to where they came from (the jobs run on, unscheduled)."""
+        for job in self.registry.active_jobs():
+            self._release(job.key, job.cgroup)
+        self.cgroup_refs.clear()
+
+    def _map_cgroup_ids(self) -> None:
+        """The tracker's cgroup id -> job map: each job's cgroup and those below it."""
+        cgroups = self.registry.cgroups
+        if self.tracker is None or cgroups is None:
+            return
+        ids = {i: k for k, ref in self.cgroup_refs.items() for i in cgroups.subtree_ids(ref)}
+        self.tracker.set_cgroups(ids)
+
+    async def cgroups_changed(self, grace: float = CGROUP_GRACE) -> None:
+        """A cgroup was made or removed where jobs' cgroups live (inotify). A job's
+        cgroup made again under its name within ``grace`` seconds (a restarted unit: a
+        new id, which the rules loaded before do not match) gets the rules in force
+        loaded again; a job whose cgroup stays gone ends."""
+        cgroups = self.registry.cgroups
+        if cgroups is None:
+            return
+        if not any(not cgroups.exists(r) for r in self.cgroup_refs.values()):
+            return
+        await asyncio.sleep(grace)
+        ended, remade = set(), False
+        for key, ref in list(self.cgroup_refs.items()):
+            if cgroups.exists(ref):
+                continue
+            try:
+                self.cgroup_refs[key] = cgroups.resolve(ref.path)
+                remade = True
+            except ConfigError:
+                ended.add(key)
+        events = self.registry.reap(ended)
+        for e in events:
+            log.info("job %s/%s: its cgroup was removed; finished", e.cojob_id, e.job_id)
+        self.hub.publish(events)
+        if remade:
+            self._map_cgroup_ids()
+            await self.kernel.reload()
+            log.info("a job's cgroup was made again: rules reloaded")
+        if ended:
+            self._sync_procs()
+            if self.priorities_active:
+                flows = self.registry.local_flows(self.host)
+                self.rules = self._compose(self.entries, flows)
+                await self.kernel.apply(self.rules)
+
     async def discover(self, *, measure: bool = False) -> None:
         """One discovery round: new or closed connections of jobs, their rules in the
         kernel at once (with the plan in force). With ``measure``, also bytes sent, load
@@ -192,7 +283,7 @@ class AgentCore:
         if self.tracker is None:
             return
         dropped = self._sync_procs()
-        busy = self.procs or self.tracker.conns  # nothing to find and nothing to lose: skip
+        busy = self.procs or self.cgroup_refs or self.tracker.conns  # else nothing to do
         changed = self.tracker.refresh(self.procs, info=measure) if busy else set()
         if changed or dropped:
             before = set(self.connections)
@@ -206,11 +297,12 @@ class AgentCore:
                 self.hub.publish(flows_changed)
             if self.priorities_active:
                 flows = self.registry.local_flows(self.host)
-                rules = compose(self.entries, flows, self.addresses, self.connections)
+                rules = self._compose(self.entries, flows)
                 if rules != self.rules:
                     await self.kernel.apply(rules)
                     self.rules = rules
         if measure:
+            self._map_cgroup_ids()  # cgroups made below a job's since the last second
             self._measure()
             exited = {k for k, ps in self.procs.items() if not any(alive(p) for p in ps)}
             events = self.registry.reap(exited)
@@ -242,7 +334,7 @@ class AgentCore:
 
     def report_flows(self, job: JobEntry) -> list[Flow]:
         """Flows reported for ``job``: declared, or found from its processes."""
-        if not job.pids or self.tracker is None:
+        if not (job.pids or job.cgroup) or self.tracker is None:
             return job.flows
         dests = self.destinations.get(job.key, set())
         return reported_flows(job, dests, self.host)

@@ -22,6 +22,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from agent.authz import coordinator_only
+from agent.cgroup_watch import CgroupWatch
+from agent.cgroups import NFT_ROOT, Cgroups
 from agent.core import AgentCore
 from agent.discovery.sockdiag import SockDiag
 from agent.discovery.tracker import Tracker
@@ -90,11 +92,16 @@ def _build_core(
     cfg: ClusterConfig, opts: AgentOptions, metrics: AgentMetrics, diag: SockDiag
 ) -> tuple[AgentCore, KernelThread]:
     """The agent's state and its kernel thread; nothing is installed yet."""
+    cgroups = Cgroups.probe()
+    if cgroups is not None and cgroups.nft_prefix is None:
+        log.warning("cgroup2 at %s is outside %s: jobs known by pids only", cgroups.mount, NFT_ROOT)
+        cgroups = None
     registry = Registry(
         opts.state_file,
         known_hosts={h.name for h in cfg.hosts},
         host=opts.host,
         host_of=cfg.host_of,
+        cgroups=cgroups,
     )
     kernel = KernelThread(
         opts.nic,
@@ -113,6 +120,16 @@ def _build_core(
         cfg.failure.plan_ttl,
         metrics,
         tracker=Tracker(opts.host, cfg.host_of, diag),
+        addresses6={host: a for a, host in cfg.host_of.items() if ":" in a},
+    )
+    metrics.backend.labels(opts.host, kernel.backend).set(1)
+    metrics.discovery.labels(opts.host, "pids").set(1)
+    metrics.discovery.labels(opts.host, "cgroup").set(int(cgroups is not None))
+    if cgroups is not None:
+        core.watch = CgroupWatch()
+    log.info(
+        "jobs known by %s",
+        f"cgroup (cgroup2 at {cgroups.mount}) or pids" if cgroups else "pids (no cgroup v2)",
     )
     return core, kernel
 
@@ -170,6 +187,7 @@ def _log_started(cfg: ClusterConfig, opts: AgentOptions, kernel: KernelThread) -
         "agent %s on %s: backend %s (%s), %d queues, link %.0f Mbit/s",
         *(opts.host, opts.nic, kernel.backend, shape, cfg.queues.queues, opts.link_mbps),
     )
+    log.info("backend %s: %s", kernel.backend, kernel.enforcer.backend_reason)
 
 
 async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | None = None) -> None:
@@ -212,6 +230,7 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         await health_svc.set("grouper.v1.Agent", health_pb2.HealthCheckResponse.SERVING)
         await health_svc.set("", health_pb2.HealthCheckResponse.SERVING)
         discovery = asyncio.create_task(discover_loop(core, cfg.agent.discovery_interval, stop))
+        _watch_cgroups(core, loop)
         log.info("serving coordinator API on %s, registry on unix:%s", opts.listen, sock)
         await _housekeeping(core, kernel, tailer, stop)
     finally:
@@ -220,17 +239,40 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
             discovery.cancel()
             await asyncio.gather(discovery, return_exceptions=True)
         diag.close()
+        if core.watch is not None:
+            loop.remove_reader(core.watch.fileno())
+            core.watch.close()
         await health_svc.enter_graceful_shutdown()
         await public.stop(grace=1.0)
         await local.stop(grace=1.0)
         prober.close()
         try:
             if started:  # else another agent may own them: a refused start leaves them
+                core.release_cgroups()
                 kernel.run_sync(enforcer.stop)
         finally:
             kernel.close()
             if sock is not None:  # ours: a port in use never got this far
                 sock.unlink(missing_ok=True)
+
+
+def _watch_cgroups(core: AgentCore, loop: asyncio.AbstractEventLoop) -> None:
+    """A cgroup made or removed beside a job's: the core checks its jobs' cgroups."""
+    watch = core.watch
+    if watch is None:
+        return
+
+    def changed() -> None:
+        if watch.drain():
+            task = loop.create_task(core.cgroups_changed())
+            task.add_done_callback(_log_failure)
+
+    loop.add_reader(watch.fileno(), changed)
+
+
+def _log_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("following a cgroup change failed: %s", task.exception())
 
 
 async def discover_loop(core: AgentCore, interval: float, stop: asyncio.Event) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
-from agent.kernel import nft_rules
+from agent.kernel import nft_cgroup, nft_rules
 from agent.kernel.bands import QdiscSpec
 from agent.kernel.layout import BandLayout
 from agent.kernel.nft import Nft
@@ -40,7 +40,10 @@ class Enforcer:
         self.control_ports = control_ports
         self.ipr = IPRoute()
         self.nft = Nft()
-        self.backend = probe_backend(self.ipr) if backend == "auto" else backend
+        if backend == "auto":
+            self.backend, self.backend_reason = probe_backend(self.ipr)
+        else:
+            self.backend, self.backend_reason = backend, "configured"
         self.spec = QdiscSpec(
             self.backend,
             queues.queues,
@@ -70,12 +73,27 @@ class Enforcer:
         self.rules = dict(rules)
 
     def apply(self, rules: dict[RuleKey, Rule]) -> int:
-        """Commit the difference to ``rules`` in one transaction; returns #changed."""
+        """Commit the difference to ``rules`` in one transaction; returns #changed.
+        A change to a cgroup rule replaces the whole table (also one transaction): the
+        kernel resolves cgroup paths when rules load, and cannot delete an element whose
+        cgroup is gone."""
         changed = nft_rules.count_changes(self.rules, rules)
-        if changed:
+        if not changed:
+            return 0
+        diff = self.rules.keys() ^ rules.keys() | {
+            k for k in rules.keys() & self.rules.keys() if rules[k] != self.rules[k]
+        }
+        if any(nft_cgroup.is_cgroup_key(k) for k in diff):
+            self._replace(rules)
+        else:
             self.nft.run(nft_rules.render_changes(self.rules, rules, self.layout))
             self.rules = dict(rules)
         return changed
+
+    def reload(self) -> None:
+        """Load the rules in force again: a job's cgroup was made again under its name,
+        with a new id the rules loaded before do not match."""
+        self._replace(self.rules)
 
     def reconcile(self) -> bool:
         """Repair drift (someone flushed or edited our table/qdisc). True if repaired."""
@@ -165,6 +183,9 @@ class KernelThread:
 
     async def counters(self) -> dict[int, dict]:
         return await self.call(self.enforcer.counters)
+
+    async def reload(self) -> None:
+        await self.call(self.enforcer.reload)
 
     def run_sync(self, fn: Any, *args: Any) -> Any:
         return self._pool.submit(fn, *args).result()

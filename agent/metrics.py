@@ -42,6 +42,19 @@ class AgentMetrics:
             ["host", "source"],
             registry=r,
         )
+        self.backend = Gauge(
+            "grouper_agent_backend",
+            "1 for the qdisc backend in use: prio, or htb (strict priority emulated)",
+            ["host", "backend"],
+            registry=r,
+        )
+        self.discovery = Gauge(
+            "grouper_agent_discovery",
+            "1 for the ways this agent knows jobs: mechanism cgroup (cgroup v2: the kernel "
+            "classifies from the first packet) and pids (connections found by polling)",
+            ["host", "mechanism"],
+            registry=r,
+        )
         self.host = host
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:

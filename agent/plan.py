@@ -28,6 +28,7 @@ from pda.priorities import QueueConfig
 
 # ("dport" | "sport" | "in_sport" | "in_dport", peer address, port)
 # or ("conn" | "conn6", src, dst, sport, dport)
+# or ("cg4_<level>" | "cg6_<level>", cgroup path as nftables takes it, destination)
 RuleKey = tuple
 Connections = dict[tuple[tuple[str, str], str], list[tuple]]  # (job, dst host) -> keys
 
@@ -165,9 +166,14 @@ def compose(
     flows: dict[str, Flow],
     addresses: dict[str, str],
     connections: Connections | None = None,
+    cgroups: dict[tuple[str, str], Any] | None = None,
+    addresses6: dict[str, str] | None = None,
 ) -> dict[RuleKey, Rule]:
     """Kernel rules for plan ``entries``. Two flows the kernel cannot tell apart (same
-    match key) get the higher priority of the two."""
+    match key) get the higher priority of the two. A host flow of a job known by its
+    cgroup (``cgroups``: job -> ``agent.cgroups.CgroupRef``) becomes one key per
+    address of the destination host, ``("cg4_<level>", cgroup, address)`` (and
+    ``cg6_``), which the kernel matches from the first packet of every connection."""
     rules: dict[RuleKey, Rule] = {}
 
     def put(key: RuleKey, rule: Rule) -> None:
@@ -185,7 +191,12 @@ def compose(
             put(rule_key(flow, addresses), rule)
             continue
         hf = parse_host_flow(fid)
-        if hf is not None and connections:
+        ref = cgroups.get((hf[0], hf[1])) if hf is not None and cgroups else None
+        if ref is not None:
+            for fam, table in (("4", addresses), ("6", addresses6 or {})):
+                if hf[2] in table:
+                    put((f"cg{fam}_{ref.level}", ref.nft_path, table[hf[2]]), rule)
+        elif hf is not None and connections:
             for key in connections.get(((hf[0], hf[1]), hf[2]), ()):
                 put(key, rule)
     return rules

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups import Cgroups, JobCgroups, job_cgroup_name
 from agent.discovery import procs as P
 from common import validate as v
 from common.errors import ConfigError
@@ -52,8 +53,11 @@ class Registry:
         host: str | None = None,
         host_of: dict[str, str] | None = None,
         own_pid: int | None = None,
+        cgroups: Cgroups | None = None,
     ) -> None:
         self.own_pid = os.getpid() if own_pid is None else own_pid  # never a job's
+        self.cgroups = cgroups  # None: this host cannot know jobs by cgroup
+        self.job_cgroups = JobCgroups(cgroups) if cgroups is not None else None
         self.jobs: dict[tuple[str, str], JobEntry] = {}
         self.generation = 0  # grows with every change
         self.known_hosts = known_hosts
@@ -72,13 +76,21 @@ class Registry:
             data, self.known_hosts, local_host=self.host, host_of=self.host_of
         )
         old = self.jobs.get(entry.key)
-        known_by_pids = old is not None and bool(old.pids) and not old.finished
-        if not entry.flows and not entry.pids and not known_by_pids:
-            raise ConfigError("flows", "give flows with ports, or the job's pids")
+        known_by_pids = old is not None and bool(old.pids or old.cgroup) and not old.finished
+        by_procs = bool(entry.pids or entry.cgroup) or known_by_pids
+        if not entry.flows and not by_procs:
+            raise ConfigError("flows", "give flows with ports, the job's pids, or its cgroup")
         for i, f in enumerate(entry.flows):
-            if f.host_flow and not entry.pids and not known_by_pids:
+            if f.host_flow and not by_procs:
                 raise ConfigError(f"flows[{i}].dst_port", "required (or give src_port, or pids)")
+        self._own_cgroup_path(entry, old)
+        self._check_cgroup(entry, old)
         entry.pids = self._check_pids(entry)
+        if entry.own_cgroup and self.job_cgroups is not None:
+            try:
+                self.job_cgroups.enter(entry.cgroup, [p for p, _ in entry.pids])
+            except OSError as exc:
+                raise ConfigError("own_cgroup", f"cannot make {entry.cgroup!r}: {exc}") from None
         if old is None:
             self.jobs[entry.key] = entry
             self._save()
@@ -101,6 +113,53 @@ class Registry:
         if added and not old.finished:  # another participant of the job (a second rank)
             old.pids += added
             self._save()
+        if entry.cgroup and not old.cgroup and not old.finished:
+            old.cgroup, old.own_cgroup = entry.cgroup, entry.own_cgroup
+            self._save()
+
+    def _own_cgroup_path(self, entry: JobEntry, old: JobEntry | None) -> None:
+        """``own_cgroup``: the job's cgroup is one the agent makes (checked here, made
+        once every other check passed)."""
+        if not entry.own_cgroup:
+            return
+        if entry.cgroup:
+            raise ConfigError("own_cgroup", "give cgroup or own_cgroup, not both")
+        if not entry.pids:
+            raise ConfigError("own_cgroup", "needs the pids to move into the job's cgroup")
+        if self.cgroups is None or self.job_cgroups is None:
+            raise ConfigError("own_cgroup", "this host has no cgroup v2 mount; give pids only")
+        entry.cgroup = job_cgroup_name(entry.cojob_id, entry.job_id)
+        if old is not None and not old.finished and old.cgroup == entry.cgroup:
+            return  # another rank of the job: it joins the job's cgroup
+        if os.path.isdir(self.cgroups.directory(entry.cgroup)):
+            raise ConfigError("own_cgroup", f"{entry.cgroup!r} exists and is not this job's")
+
+    def _check_cgroup(self, entry: JobEntry, old: JobEntry | None) -> None:
+        """A job's cgroup exists, is below cgroup2's mount, and holds no other job (nor
+        lies above or below one): refused naming ``cgroup`` otherwise."""
+        if not entry.cgroup or entry.own_cgroup:
+            return
+        if self.cgroups is None:
+            raise ConfigError("cgroup", "this host has no cgroup v2 mount; give the job's pids")
+        if old is not None and old.cgroup and old.cgroup != entry.cgroup and not old.finished:
+            raise ConfigError("cgroup", f"job {old.cojob_id}/{old.job_id} is in {old.cgroup!r}")
+        self.cgroups.resolve(entry.cgroup, "cgroup")
+        mine = entry.cgroup + "/"
+        for j in self.active_jobs():
+            if j.key == entry.key or not j.cgroup:
+                continue
+            theirs = j.cgroup + "/"
+            if mine.startswith(theirs) or theirs.startswith(mine):
+                raise ConfigError(
+                    "cgroup", f"{entry.cgroup[:80]!r} overlaps job {j.cojob_id}/{j.job_id}'s"
+                )
+
+    def by_cgroup(self, path: str) -> JobEntry | None:
+        """The active job in cgroup ``path``."""
+        for j in self.active_jobs():
+            if j.cgroup == path:
+                return j
+        return None
 
     def _redeclare(self, old: JobEntry, entry: JobEntry) -> list[Event]:
         if entry.stage_iterations != old.stage_iterations:

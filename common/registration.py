@@ -8,6 +8,7 @@ found by the agent from the job's processes.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,8 @@ class JobEntry:
     pids: list[tuple[int, int]] = field(default_factory=list)  # (pid, start) participants
     finished_at: float = 0.0  # wall clock; the job leaves the registry FINISHED_GRACE later
     measured: dict[str, float] = field(default_factory=dict)  # bytes/iteration by host
+    cgroup: str = ""  # its cgroup v2 path ("/a/b", from the cgroup2 root), if known by one
+    own_cgroup: bool = False  # the agent made that cgroup for the job (and removes it)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -86,6 +89,8 @@ def parse_registration(
         "arrival",
         "pids",
         "weight",
+        "cgroup",
+        "own_cgroup",
     )
     m = v.mapping(data, "", keys)
     cojob = v.string(v.get(m, "cojob_id", ""), "cojob_id")
@@ -119,7 +124,34 @@ def parse_registration(
         arrival=v.number(m.get("arrival", 0.0), "arrival", minimum=0) or time.time(),
         weight=_weight(m.get("weight", 0.0)),
         pids=[(p, 0) for p in pids],
+        cgroup=cgroup_path(m.get("cgroup", ""), "cgroup"),
+        own_cgroup=v.boolean(m.get("own_cgroup", False), "own_cgroup"),
     )
+
+
+CGROUP_PATH_MAX = 4095  # PATH_MAX less the terminating NUL
+_CGROUP_NAME = re.compile(r"[A-Za-z0-9_.@:+=,-]+")
+
+
+def cgroup_path(value: Any, path: str) -> str:
+    """A cgroup v2 path as the kernel shows it in ``/proc/<pid>/cgroup`` ("/a/b", from
+    the cgroup2 root), or "" for none. Components are names of letters, digits and
+    ``_.@:+=,-`` (what systemd, Kubernetes and Slurm use; no ``..``, no quoting)."""
+    if value in ("", None):
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(path, f"expected a string, got {type(value).__name__}")
+    if len(value.encode()) > CGROUP_PATH_MAX:
+        raise ConfigError(path, f"longer than the kernel allows ({CGROUP_PATH_MAX} bytes)")
+    if not value.startswith("/"):
+        raise ConfigError(path, f"must start with '/' (from the cgroup2 root), got {value[:40]!r}")
+    parts = value.strip("/").split("/")
+    if value == "/" or not all(parts):
+        raise ConfigError(path, f"needs a cgroup below the root, got {value[:40]!r}")
+    for part in parts:
+        if part in (".", "..") or not _CGROUP_NAME.fullmatch(part):
+            raise ConfigError(path, f"bad component {part[:40]!r} (letters, digits, _.@:+=,-)")
+    return "/" + "/".join(parts)
 
 
 def _parse_flows(
@@ -227,4 +259,6 @@ def registration_dict(m: Any) -> dict[str, Any]:
         "arrival": m.arrival,
         "pids": list(m.pids),
         "weight": m.weight,
+        "cgroup": m.cgroup,
+        "own_cgroup": m.own_cgroup,
     }

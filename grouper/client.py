@@ -56,18 +56,23 @@ class Job:
         report_every: float = 0.2,
         managed: bool = False,
         weight: float = 1.0,
+        cgroup: str = "",
+        own_cgroup: bool = False,
     ) -> None:
         """``flows``: (destination host or address, bytes per iteration) this process
         sends, when known in advance; otherwise the agent measures them. ``managed``: a
         launcher registered the job (and reports its end). ``weight``: the job's
         importance when the coordinator orders stages (a stage weighs as its heaviest
-        job; default 1)."""
+        job; default 1). ``cgroup``: the job's cgroup v2 path, when it has one of its own
+        (a Slurm step's, a pod's); ``own_cgroup``: ask the agent to make one and move
+        this process into it (``grouper run`` does)."""
         self.cojob, self.job = str(cojob), str(job)
         self.stages = [int(s) for s in stages]
         if not self.stages or min(self.stages) < 1:
             raise ValueError(f"stages: need positive iteration counts, got {list(stages)!r}")
         self.arch, self.model_bytes, self.flows = arch, float(model_bytes), list(flows)
         self.weight = float(weight)
+        self.cgroup, self.own_cgroup = cgroup, own_cgroup
         self.socket = socket or os.environ.get(ENV_SOCKET) or DEFAULT_SOCKET
         self.report_every = report_every
         self.managed = managed
@@ -142,7 +147,7 @@ class Job:
             self._thread.join(timeout=RPC_TIMEOUT * 2)
         if self.active:
             self._flush()
-            if not self.managed:
+            if not self.managed and not self.cgroup:  # a cgroup's job ends with the cgroup
                 self._call(
                     "JobFinished",
                     self._pb.JobFinishedReport(
@@ -227,8 +232,12 @@ class Job:
             stage_iterations=self.stages,
             model_bytes=self.model_bytes,
             flows=[pb.FlowSpec(dst_host=h, bytes_per_iteration=b) for h, b in self.flows],
-            pids=[os.getpid()],
+            # a job in a cgroup of its own is known by it: no pid, which in a container
+            # would be of the container's pid namespace, not the agent's
+            pids=[] if self.cgroup else [os.getpid()],
             weight=self.weight,
+            cgroup=self.cgroup,
+            own_cgroup=self.own_cgroup,
         )
 
     def _call(self, method: str, msg: Any) -> bool:

@@ -65,6 +65,13 @@ def add_arguments(ru: argparse.ArgumentParser) -> None:
     ru.add_argument(
         "--socket", help="agent socket (default $GROUPER_AGENT_SOCKET or /run/grouper/agent.sock)"
     )
+    ru.add_argument(
+        "--cgroup",
+        default="auto",
+        help="the job's cgroup: auto (the agent makes one and the command runs in it; "
+        "pids where the host cannot), self (this launcher's own, e.g. a Slurm step or a "
+        "pod), a cgroup v2 path, or none (pids only)",
+    )
     ru.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
 
@@ -104,6 +111,39 @@ def parse_stages(text: str) -> list[int]:
     return out
 
 
+def parse_cgroup(text: str) -> str:
+    """``--cgroup``: the cgroup path to register ("" for auto and none)."""
+    if text in ("auto", "none"):
+        return ""
+    if text == "self":
+        try:
+            with open("/proc/self/cgroup") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            lines = []
+        own = [ln[3:] for ln in lines if ln.startswith("0::")]
+        if not own or own[0] in ("", "/"):
+            raise UsageError("--cgroup", "self: this process is in no cgroup v2 of its own")
+        return job_level(own[0])
+    if not text.startswith("/"):
+        raise UsageError("--cgroup", f"auto, self, none or a path from '/', got {text[:40]!r}")
+    return text
+
+
+def job_level(path: str) -> str:
+    """The part of a process's cgroup that is its job's, where a cluster manager's
+    layout says so: a Slurm step (``.../job_<id>/step_<n>``, whose tasks are the ranks)
+    or a Kubernetes pod (``...-pod<uid>.slice``, whose containers are the job's); else
+    the cgroup itself (a systemd unit, a scope)."""
+    parts = path.strip("/").split("/")
+    for i, part in enumerate(parts):
+        step = part.startswith("step_") and i > 0 and parts[i - 1].startswith("job_")
+        pod = part.startswith("kubepods") and "-pod" in part and part.endswith(".slice")
+        if step or pod:
+            return "/" + "/".join(parts[: i + 1])
+    return path
+
+
 def parse_flow(text: str, i: int) -> tuple[str, float]:
     host, sep, size = text.rpartition("=")
     try:
@@ -130,20 +170,31 @@ def run(args: Any) -> int:
         value = getattr(args, name)
         if not value or "/" in value or ":" in value:
             raise UsageError(f"--{name}", f"must be non-empty without '/' or ':', got {value!r}")
-    job = client.Job(
-        args.cojob,
-        args.job,
-        stages,
-        arch=args.arch,
-        model_bytes=args.model_bytes or 0.0,
-        flows=[parse_flow(t, i) for i, t in enumerate(args.to or [])],
-        socket=args.socket,
-        weight=args.weight,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
-        warnings.showwarning = _show
-        job.start()  # registers with pids=[this launcher]; the command is our child
+    cgroup = parse_cgroup(args.cgroup)
+
+    def register(own: bool) -> client.Job:
+        job = client.Job(
+            args.cojob,
+            args.job,
+            stages,
+            arch=args.arch,
+            model_bytes=args.model_bytes or 0.0,
+            flows=[parse_flow(t, i) for i, t in enumerate(args.to or [])],
+            socket=args.socket,
+            weight=args.weight,
+            cgroup=cgroup,
+            own_cgroup=own,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = _show
+            job.start()  # registers pids=[this launcher]; the command is our child
+        return job
+
+    job = register(args.cgroup == "auto")
+    if job.error.startswith("own_cgroup:"):  # the host cannot: known by pids instead
+        job.close()
+        job = register(False)
     if job.error:  # the agent is there and said no: the user's input, so stop here
         job.close()
         raise UsageError("", f"agent refused the job: {job.error}")

@@ -22,6 +22,9 @@ import yaml
 _counter = itertools.count()
 ROOT = Path(__file__).resolve().parent.parent
 GROUPER = [sys.executable, "-m", "grouper.cli"]
+# How much slower this machine runs than the one the tests' time bounds were set on:
+# the VM layer (tests/vm) sets it for the emulated CPU (QEMU TCG, ~10x slower).
+TIME_SCALE = float(os.environ.get("GROUPER_TEST_TIME_SCALE", "1"))
 
 
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -31,54 +34,72 @@ def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 class NetPair:
     """Two namespaces ``a`` and ``b`` joined by a veth pair 10.77.N.1 <-> 10.77.N.2.
 
-    ``txqueues`` > 1 makes a multi-queue veth, as fast NICs are.
+    ``txqueues`` > 1 makes a multi-queue veth, as fast NICs are. ``switch_mbps`` puts a
+    switch namespace ``s`` between them (a bridge): its port toward ``b`` is shaped to
+    that rate with DSCP-keyed strict-priority queues, as the emulation's switch ports
+    are, so the bottleneck is beyond host ``a`` (the ``prio`` qdisc does not shape).
     """
 
-    def __init__(self, txqueues: int = 1) -> None:
+    def __init__(self, txqueues: int = 1, switch_mbps: float | None = None) -> None:
         n = next(_counter)
         tag = f"{os.getpid() % 100000}x{n}"
         self.a, self.b = f"gk{tag}a", f"gk{tag}b"
+        self.s = f"gk{tag}s" if switch_mbps else None
         self.addr_a, self.addr_b = f"10.77.{n % 250}.1", f"10.77.{n % 250}.2"
         self.nic_a, self.nic_b = "gva", "gvb"
         self.txqueues = txqueues
-        mq = ["numtxqueues", str(txqueues), "numrxqueues", str(txqueues)]
         self.procs: list[subprocess.Popen] = []
-        sh("ip", "netns", "add", self.a)
         try:
-            sh("ip", "netns", "add", self.b)
-            sh(
-                "ip",
-                "link",
-                "add",
-                self.nic_a,
-                "netns",
-                self.a,
-                *mq,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                self.nic_b,
-                "netns",
-                self.b,
-                *mq,
-            )
+            for ns in (self.a, self.b, self.s):
+                if ns:
+                    sh("ip", "netns", "add", ns)
+                    sh("ip", "-n", ns, "link", "set", "lo", "up")
+            if self.s is None:
+                self._veth(self.a, self.nic_a, self.b, self.nic_b)
+            else:
+                self._switch(switch_mbps or 0.0)
             for ns, nic, addr in (
                 (self.a, self.nic_a, self.addr_a),
                 (self.b, self.nic_b, self.addr_b),
             ):
                 sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", nic)
                 sh("ip", "-n", ns, "link", "set", nic, "up")
-                sh("ip", "-n", ns, "link", "set", "lo", "up")
         except BaseException:
             self.close()
             raise
+
+    def _veth(self, ns1: str, nic1: str, ns2: str, nic2: str) -> None:
+        mq = ["numtxqueues", str(self.txqueues), "numrxqueues", str(self.txqueues)]
+        sh("ip", "link", "add", nic1, "netns", ns1, *mq, "type", "veth",
+           "peer", "name", nic2, "netns", ns2, *mq)  # fmt: skip
+
+    def _switch(self, mbps: float) -> None:
+        from pda.priorities import QueueConfig
+        from topologies.leafspine import switch_queue_commands
+
+        assert self.s is not None
+        self._veth(self.a, self.nic_a, self.s, "pa")
+        self._veth(self.b, self.nic_b, self.s, "pb")
+        sh("ip", "-n", self.s, "link", "add", "br0", "type", "bridge")
+        for dev in ("pa", "pb", "br0"):
+            if dev != "br0":
+                sh("ip", "-n", self.s, "link", "set", dev, "master", "br0")
+            sh("ip", "-n", self.s, "link", "set", dev, "up")
+        for cmd in switch_queue_commands("pb", mbps, QueueConfig()):
+            self.run(self.s, *cmd.split())
 
     def run(self, ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return sh("ip", "netns", "exec", ns, *args, check=check)
 
     def popen(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
         p = subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
+        self.procs.append(p)
+        return p
+
+    def nsenter(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
+        """Like ``popen``, in the namespace's network only (the host's mounts: /sys,
+        cgroup2); nsenter execs, so the pid is the command's."""
+        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{ns}", *args], **kw)
         self.procs.append(p)
         return p
 
@@ -96,8 +117,9 @@ class NetPair:
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
-        for ns in (self.a, self.b):
-            sh("ip", "netns", "del", ns, check=False)
+        for ns in (self.a, self.b, self.s):
+            if ns:
+                sh("ip", "netns", "del", ns, check=False)
 
 
 @functools.cache
@@ -232,10 +254,14 @@ class AgentProc:
         self.proc: subprocess.Popen | None = None
 
     metrics_port = 0
+    # enter the namespace with nsenter (network only), not `ip netns exec`, which
+    # remounts /sys: the agent then sees cgroup2 and nftables resolves cgroup paths
+    nsenter = False
 
     def start(self, timeout: float = 15.0) -> AgentProc:
         logf = self.log.open("a")
-        self.proc = self.pair.popen(
+        enter = self.pair.nsenter if self.nsenter else self.pair.popen
+        self.proc = enter(
             self.ns,
             *GROUPER,
             "agent",
@@ -257,7 +283,7 @@ class AgentProc:
             stderr=subprocess.STDOUT,
             cwd=ROOT,
         )
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * TIME_SCALE
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited: {self.log.read_text()[-2000:]}")
@@ -293,7 +319,7 @@ class AgentProc:
         """Signal the process we started (``ip netns exec`` execs, so it is the agent)."""
         assert self.proc is not None
         self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
+        return self.proc.wait(timeout=timeout * TIME_SCALE)
 
 
 class NetStar:

@@ -14,6 +14,15 @@ host flow per job (band 1 and band 1's DSCP). Measured:
   transaction, so the first marked packet also left in the planned band (the bench
   checks that band 1's counter grew by the probe's bytes).
 
+The same is measured for jobs known by their **cgroup** (each job process in a cgroup
+of its own, registered by cgroup path; the kernel classifies from the first packet), in
+a second testbed, and reported under ``"cgroup"``. For both: ``late_packets_p99``, the
+99th percentile over probe connections of packets (the SYN included) that reached ``b``
+with DSCP 0, before the connection was classified; ``cpu_percent_churn``, the agent's
+CPU while another job opens and closes ``CHURN`` connections a second; and
+``plan_change_ms``, the time the agent takes to apply a plan that moves every job to
+another band.
+
 Everything created is removed in ``finally``, and processes are ended by pid.
 """
 
@@ -33,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from agent.cgroups import Cgroups
 from common.errors import ConfigError
 from common.flows import host_flow_id
 from common.output import write_json
@@ -42,6 +52,7 @@ PORT = 5001
 DSCP_TABLE = list(QueueConfig().dscp_table)
 BAND = 1
 WINDOW = 10.0  # seconds of CPU measurement
+CHURN = 100.0  # new connections a second while the churn CPU is measured
 
 
 def bench_discovery(
@@ -51,27 +62,42 @@ def bench_discovery(
     if os.geteuid() != 0:
         raise ConfigError("bench discovery", "needs root (it creates network namespaces)")
     try:
-        with Testbed(interval) as tb:
+        with Testbed(interval, "pids") as tb:
             result = tb.measure(jobs, connections, samples)
+        result["cgroup"] = None
+        if Cgroups.probe() is not None:
+            with Testbed(interval, "cgroup") as tb:
+                result["cgroup"] = tb.measure(jobs, connections, samples)
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         print(f"grouper: bench discovery failed: {exc}", file=sys.stderr)
         return 1
     write_json(result, json_path)
     if json_path != "-":
-        print(
-            f"discovery, {jobs} jobs x {connections} connections, refresh {interval * 1e3:.0f} ms: "
-            f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
-            f"max {result['max_ms']} ms ({result['missed']} missed); "
-            f"agent CPU {result['cpu_percent']:.1f}% of a core"
-        )
+        for name, r in (("pids", result), ("cgroup", result["cgroup"])):
+            if r is not None:
+                print(_summary(name, r, jobs, connections, interval))
     return 0
 
 
+def _summary(name: str, r: dict, jobs: int, connections: int, interval: float) -> str:
+    return (
+        f"discovery by {name}, {jobs} jobs x {connections} connections, refresh "
+        f"{interval * 1e3:.0f} ms: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, max "
+        f"{r['max_ms']} ms ({r['missed']} missed), late packets p99 {r['late_packets_p99']}; "
+        f"agent CPU {r['cpu_percent']:.1f}% idle, {r['cpu_percent_churn']:.1f}% at "
+        f"{CHURN:.0f} new connections/s; plan change {r['plan_change_ms']} ms"
+    )
+
+
 class Testbed:
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, mechanism: str = "pids") -> None:
         tag = os.getpid() % 100000
         self.a, self.b = f"gdisc{tag}a", f"gdisc{tag}b"
         self.interval = interval
+        self.mechanism = mechanism
+        cgroups = Cgroups.probe() if mechanism == "cgroup" else None
+        self.cgroups = cgroups
+        self.cg_root = f"/gbench{tag}"  # this bench's cgroups, below the cgroup2 root
         self.procs: list[subprocess.Popen] = []
         self.tmp = tempfile.TemporaryDirectory(prefix="grouper-bench-")
         self.dir = Path(self.tmp.name)
@@ -79,6 +105,8 @@ class Testbed:
     def __enter__(self) -> Testbed:
         try:
             self._net()
+            if self.cgroups is not None:
+                os.makedirs(self.cgroups.directory(self.cg_root))
             self._agent()
         except BaseException:
             self.__exit__()
@@ -96,6 +124,8 @@ class Testbed:
                     p.wait()
         for ns in (self.a, self.b):
             subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        if self.cgroups is not None:
+            _remove_tree(self.cgroups.directory(self.cg_root), self.cgroups.mount)
         self.tmp.cleanup()
 
     def _ip(self, *args: str) -> None:
@@ -131,90 +161,132 @@ class Testbed:
         path.write_text(yaml.safe_dump(cfg))
         self.public = self.dir / "agent-api.sock"
         self.socket = self.dir / "agent.sock"
-        self.agent = self._spawn(
-            self.a, sys.executable, "-m", "grouper.cli", "agent", "--config", str(path),
+        # nsenter, not ip netns exec (which remounts /sys): the agent sees cgroup2
+        self.agent = subprocess.Popen([
+            "nsenter", f"--net=/var/run/netns/{self.a}",
+            sys.executable, "-m", "grouper.cli", "agent", "--config", str(path),
             "--host", "a", "--listen", f"unix:{self.public}", "--socket", str(self.socket),
             "--state-file", str(self.dir / "state.json"), "--jobs-dir", str(self.dir / "jobs"),
             "--metrics-port", "0", "--log-level", "WARNING",
-        )  # fmt: skip
+        ])  # fmt: skip
+        self.procs.append(self.agent)
         deadline = time.monotonic() + 30
         while not (self.socket.exists() and self.public.exists()):
             if self.agent.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the agent did not start")
             time.sleep(0.1)
 
-    def _helper(self, ns: str, *args: str) -> subprocess.Popen:
+    def _helper(self, ns: str, *args: str, cgroup: str = "") -> subprocess.Popen:
+        """A benchproc in ``ns``; with ``cgroup``, started in that cgroup of ours."""
+        enter = None
+        if cgroup and self.cgroups is not None:
+            procs = Path(self.cgroups.directory(cgroup), "cgroup.procs")
+            enter = lambda: procs.write_text(str(os.getpid()))  # noqa: E731
         return self._spawn(
             ns, sys.executable, "-m", "agent.discovery.benchproc", *args,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=enter,
         )  # fmt: skip
+
+    def _cgroup(self, name: str) -> str:
+        """A cgroup of this bench's (made now) for the cgroup mechanism, else ""."""
+        if self.cgroups is None:
+            return ""
+        path = f"{self.cg_root}/{name}"
+        os.makedirs(self.cgroups.directory(path), exist_ok=True)
+        return path
 
     def measure(self, n_jobs: int, conns: int, samples: int) -> dict:
         import grpc
 
-        from grouper.v1 import agent_pb2 as pb
         from grouper.v1 import agent_pb2_grpc as pbg
 
         sink = self._helper(self.b, "sink", str(PORT), "gvb", str(DSCP_TABLE[BAND]))
         time.sleep(0.5)
-        holder = self._helper(self.a, "jobs", "10.98.0.2", str(PORT), str(n_jobs), str(conns))
+        cgs = [self._cgroup(f"c{i}") for i in range(n_jobs)]
+        prefix = self.cgroups.directory(f"{self.cg_root}/c") if self.cgroups else ""
+        holder = self._helper(
+            self.a,
+            "jobs",
+            "10.98.0.2",
+            str(PORT),
+            str(n_jobs),
+            str(conns),
+            *[prefix][: bool(prefix)],
+        )
         pids = json.loads(holder.stdout.readline())["pids"]  # type: ignore[union-attr]
-        probe = self._helper(self.a, "probe", "10.98.0.2", str(PORT))
+        probe = self._helper(self.a, "probe", "10.98.0.2", str(PORT), cgroup=self._cgroup("p"))
+        jobs = [
+            (f"c{i}", f"j{i}", pid, cg) for i, (pid, cg) in enumerate(zip(pids, cgs, strict=True))
+        ]
+        jobs.append(("probe", "p", probe.pid, self._cgroup("p")))
         reg = pbg.RegistryStub(grpc.insecure_channel(f"unix:{self.socket}"))
         api = pbg.AgentStub(grpc.insecure_channel(f"unix:{self.public}"))
-        ids = [(f"c{i}", f"j{i}", pid) for i, pid in enumerate(pids)] + [("probe", "p", probe.pid)]
-        for cojob, job, pid in ids:
-            ack = reg.RegisterJob(
-                pb.JobRegistration(
-                    cojob_id=cojob, job_id=job, arch="flows", stage_iterations=[1000], pids=[pid]
-                ),
-                timeout=10,
-            )
-            if not ack.ok:
-                raise RuntimeError(f"registration refused: {ack.error}")
-        plan = pb.Plan(version=1, host="a")
-        for cojob, job, _ in ids:
-            plan.flows.add(flow_id=host_flow_id(cojob, job, "b"), band=BAND, dscp=DSCP_TABLE[BAND])
-        res = api.ApplyPlan(plan, timeout=30)
-        if not res.applied:
-            raise RuntimeError(f"plan refused: {res.error}")
-        classified = self._wait_classified(api, n_jobs * conns)
+        _register(reg, jobs)
+        _plan(api, 1, jobs, BAND)
+        classified = self._wait_classified(n_jobs * conns if not prefix else len(jobs))
         cpu = self._cpu(WINDOW)
-        lat = self._latencies(probe, sink, samples)
-        bytes_band = {b.band: b.bytes for b in api.Collect(pb.CollectRequest(), timeout=10).bands}
+        churn = self._helper(
+            self.a, "churn", "10.98.0.2", str(PORT), str(CHURN), cgroup=self._cgroup("churn")
+        )
+        jobs.append(("churn", "c", churn.pid, self._cgroup("churn")))
+        _register(reg, jobs[-1:])
+        _plan(api, 2, jobs, BAND)
+        cpu_churn = self._cpu(WINDOW)
+        churn.stdin.close()  # type: ignore[union-attr]
+        lat, late = self._latencies(probe, sink, samples)
+        t0 = time.monotonic()
+        _plan(api, 3, jobs, BAND + 1)
+        plan_ms = round((time.monotonic() - t0) * 1e3, 2)
+        return self._result(n_jobs, conns, classified, lat, late, cpu, cpu_churn, plan_ms)
+
+    def _result(
+        self, n_jobs: int, conns: int, classified: int, lat: list[float], late: list[int],
+        cpu: float, cpu_churn: float, plan_ms: float,
+    ) -> dict:  # fmt: skip
         missed = sum(1 for x in lat if math.isnan(x))
         # a missed sample was slower than anything measured: it sorts last
         lat = sorted(lat, key=lambda x: math.inf if math.isnan(x) else x)
         got = [x for x in lat if not math.isnan(x)] or [math.nan]
+        late = sorted(late)
         return {
             "jobs": n_jobs,
             "connections_per_job": conns,
+            "connections": n_jobs * conns,
             "connections_classified": classified,
             "interval_s": self.interval,
             "samples": len(lat),
             "missed": missed,
             "p50_ms": _ms(lat[len(lat) // 2]),
-            "p99_ms": _ms(lat[min(len(lat) - 1, math.ceil(0.99 * len(lat)) - 1)]),
+            "p99_ms": _ms(lat[_p99(len(lat))]),
             "max_ms": _ms(lat[-1]),
             "min_ms": _ms(got[0]),
+            "late_packets_p99": late[_p99(len(late))] if late else None,
             "cpu_percent": cpu,
+            "cpu_percent_churn": cpu_churn,
+            "churn_per_s": CHURN,
             "cpu_window_s": WINDOW,
-            "band_bytes": bytes_band.get(BAND, 0),
-            "method": "sock_diag poll every interval_s; new sockets matched to jobs by inode",
+            "plan_change_ms": plan_ms,
+            "method": (
+                "sock_diag poll every interval_s; new sockets matched to jobs by inode"
+                if self.cgroups is None
+                else "nftables socket cgroupv2 maps in the output hook (kernel, per packet)"
+            ),
         }
 
-    def _wait_classified(self, api: Any, want: int) -> int:
-        """Until the agent's kernel holds a rule for every job connection (or 30 s)."""
+    def _wait_classified(self, want: int) -> int:
+        """Until the agent's kernel holds a rule for every job connection (pids) or
+        every job (cgroup), or 30 s; how many it held."""
         deadline = time.monotonic() + 30
         n = 0
         while time.monotonic() < deadline:
             out = subprocess.run(
-                ["ip", "netns", "exec", self.a, "nft", "-j", "list", "map", "inet", "grouper",
-                 "band_conn"],
+                ["nsenter", f"--net=/var/run/netns/{self.a}", "nft", "-j", "list", "table",
+                 "inet", "grouper"],
                 capture_output=True, text=True, check=True,
             ).stdout  # fmt: skip
             maps = [o["map"] for o in json.loads(out)["nftables"] if "map" in o]
-            n = len(maps[0].get("elem", [])) if maps else 0
+            wanted = ("band_conn",) if self.cgroups is None else ("band_cg4_2",)
+            n = sum(len(m.get("elem", [])) for m in maps if m["name"] in wanted)
             if n >= want:
                 break
             time.sleep(0.2)
@@ -230,11 +302,15 @@ class Testbed:
         t1, c1 = time.monotonic(), ticks()
         return 100.0 * (c1 - c0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
 
-    def _latencies(self, probe: subprocess.Popen, sink: subprocess.Popen, n: int) -> list[float]:
-        """Seconds from connect() to the first marked packet; a connection not marked
-        while the probe sent (``SEND_FOR``) counts as NaN (reported as missed)."""
+    def _latencies(
+        self, probe: subprocess.Popen, sink: subprocess.Popen, n: int
+    ) -> tuple[list[float], list[int]]:
+        """Seconds from connect() to the first marked packet (a connection not marked
+        while the probe sent, ``SEND_FOR``, counts as NaN: reported as missed), and the
+        packets of each connection that arrived unmarked before it."""
         assert probe.stdin and probe.stdout and sink.stdout
         seen: dict[int, float] = {}
+        lates: dict[int, int] = {}
         arrived = threading.Condition()
 
         def read_sink() -> None:
@@ -242,10 +318,11 @@ class Testbed:
                 m = json.loads(line)
                 with arrived:
                     seen[m["sport"]] = m["t"]
+                    lates[m["sport"]] = m["late"]
                     arrived.notify_all()
 
         threading.Thread(target=read_sink, daemon=True).start()
-        out = []
+        out, late = [], []
         rng = random.Random(1)
         for _ in range(n):
             time.sleep(rng.uniform(0, self.interval))  # de-phase from the agent's polling
@@ -257,7 +334,51 @@ class Testbed:
                 arrived.wait_for(lambda sport=sport: sport in seen, timeout=1.0)
                 t = seen.get(sport)
             out.append(math.nan if t is None else t - info["t0"])
-        return out
+            if t is not None:
+                late.append(lates[sport])
+        return out, late
+
+
+def _register(reg: Any, jobs: list[tuple[str, str, int, str]]) -> None:
+    """Each job by its pid, or by its cgroup where it has one."""
+    from grouper.v1 import agent_pb2 as pb
+
+    for cojob, job, pid, cgroup in jobs:
+        msg = pb.JobRegistration(cojob_id=cojob, job_id=job, arch="flows", stage_iterations=[1000])
+        if cgroup:
+            msg.cgroup = cgroup
+        else:
+            msg.pids.append(pid)
+        ack = reg.RegisterJob(msg, timeout=10)
+        if not ack.ok:
+            raise RuntimeError(f"registration refused: {ack.error}")
+
+
+def _plan(api: Any, version: int, jobs: list[tuple[str, str, int, str]], band: int) -> None:
+    """Play the coordinator: every job's host flow to b in ``band``."""
+    from grouper.v1 import agent_pb2 as pb
+
+    plan = pb.Plan(version=version, host="a")
+    for cojob, job, _, _ in jobs:
+        plan.flows.add(flow_id=host_flow_id(cojob, job, "b"), band=band, dscp=DSCP_TABLE[band])
+    res = api.ApplyPlan(plan, timeout=30)
+    if not res.applied:
+        raise RuntimeError(f"plan refused: {res.error}")
+
+
+def _remove_tree(top: str, mount: str) -> None:
+    """Remove a tree of cgroups, moving any process still in one to the root."""
+    for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+        try:
+            for pid in Path(d, "cgroup.procs").read_text().split():
+                Path(mount, "cgroup.procs").write_text(pid)
+            os.rmdir(d)
+        except OSError:
+            continue
+
+
+def _p99(n: int) -> int:
+    return min(n - 1, max(0, math.ceil(0.99 * n) - 1))
 
 
 def _ms(x: float) -> float | None:

@@ -1,14 +1,18 @@
 """Processes for ``grouper bench discovery``, each run inside a namespace with
 ``python -m agent.discovery.benchproc MODE ...``; they talk JSON lines on stdout.
 
-* ``jobs HOST PORT N C``: fork N job processes holding C idle connections each to
-  HOST:PORT; print ``{"pids": [...]}``, then wait for stdin to close.
+* ``jobs HOST PORT N C [CGROUPS]``: fork N job processes holding C idle connections
+  each to HOST:PORT (job i first enters the cgroup directory ``CGROUPS<i>``, so its
+  sockets are that cgroup's); print ``{"pids": [...]}``, then wait for stdin to close.
+* ``churn HOST PORT RATE``: open, write 1 KiB to and close RATE connections a second
+  until stdin closes.
 * ``probe HOST PORT``: for every line on stdin, open a new connection (a job that
   reconnects), note the time just before ``connect()``, then send a 200-byte message
   every millisecond for ``SEND_FOR`` seconds; print ``{"sport": S, "t0": T}``.
 * ``sink PORT NIC DSCP``: accept and discard on PORT; capture on NIC and print
-  ``{"sport": S, "t": T}`` for the first data packet of each source port that carries
-  DSCP.
+  ``{"sport": S, "t": T, "late": L}`` for the first data packet of each source port that
+  carries DSCP, L being the packets of that connection (its SYN included) that arrived
+  before it with DSCP 0, i.e. before the agent had classified the connection.
 """
 
 from __future__ import annotations
@@ -39,15 +43,18 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
 
 
-def jobs(host: str, port: int, n: int, c: int) -> None:
+def jobs(host: str, port: int, n: int, c: int, cgroups: str = "") -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so ``finally`` ends the children
     pids = []
-    for _ in range(n):
+    for i in range(n):
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
             _die_with_parent()
             os.close(r)
+            if cgroups:
+                with open(f"{cgroups}{i}/cgroup.procs", "w") as fh:
+                    fh.write(str(os.getpid()))
             conns = [socket.create_connection((host, port)) for _ in range(c)]
             os.write(w, b"x")
             os.close(w)
@@ -84,6 +91,17 @@ def probe(host: str, port: int) -> None:
         _say({"sport": sport, "t0": t0})
 
 
+def churn(host: str, port: int, rate: float) -> None:
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    payload, next_at = b"c" * 1024, time.monotonic()
+    while not stop.is_set():
+        with socket.create_connection((host, port)) as s:
+            s.sendall(payload)
+        next_at += 1.0 / rate
+        time.sleep(max(0.0, next_at - time.monotonic()))
+
+
 def sink(port: int, nic: str, dscp: int) -> None:
     threading.Thread(target=_capture, args=(nic, dscp), daemon=True).start()
     srv = socket.socket()
@@ -113,6 +131,7 @@ def _capture(nic: str, dscp: int) -> None:
     s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
     s.bind((nic, ETH_P_IP))
     seen: set[int] = set()
+    early: dict[int, int] = {}  # DSCP-0 packets of a connection not yet marked
     while True:
         pkt = s.recv(128)
         t = time.time()
@@ -122,16 +141,22 @@ def _capture(nic: str, dscp: int) -> None:
         total = struct.unpack_from("!H", pkt, 2)[0]
         sport = struct.unpack_from("!H", pkt, ihl)[0]
         doff = (pkt[ihl + 12] >> 4) * 4
-        if total - ihl - doff <= 0 or pkt[1] >> 2 != dscp or sport in seen:
+        if sport in seen:
+            continue
+        if pkt[1] >> 2 == 0:
+            early[sport] = early.get(sport, 0) + 1
+        if total - ihl - doff <= 0 or pkt[1] >> 2 != dscp:
             continue
         seen.add(sport)
-        _say({"sport": sport, "t": t})
+        _say({"sport": sport, "t": t, "late": early.pop(sport, 0)})
 
 
 def main() -> None:
     mode, *args = sys.argv[1:]
     if mode == "jobs":
-        jobs(args[0], int(args[1]), int(args[2]), int(args[3]))
+        jobs(args[0], int(args[1]), int(args[2]), int(args[3]), *args[4:5])
+    elif mode == "churn":
+        churn(args[0], int(args[1]), float(args[2]))
     elif mode == "probe":
         probe(args[0], int(args[1]))
     elif mode == "sink":

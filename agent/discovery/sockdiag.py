@@ -18,6 +18,7 @@ from pyroute2.netlink.diag import NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY, inet_d
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 INET_DIAG_INFO = 2  # attribute type (and bit 1 of idiag_ext) of struct tcp_info
+INET_DIAG_CGROUP_ID = 21  # attribute: the socket's cgroup v2 id (Linux >= 5.7, always sent)
 TCPI_BYTES_ACKED = 120  # offset of tcpi_bytes_acked in struct tcp_info (Linux >= 4.1)
 # states we care about: a connection sending (ESTABLISHED) or about to (SYN_SENT, SYN_RECV)
 STATES = (1 << 1) | (1 << 2) | (1 << 3)
@@ -35,6 +36,7 @@ class TcpSocket(NamedTuple):
     daddr: str
     dport: int
     bytes_acked: int  # -1 unless the dump asked for tcp_info
+    cgroup_id: int = 0  # the cgroup v2 id of the socket's owner (0: not reported)
 
 
 class SockDiag:
@@ -108,7 +110,8 @@ class SockDiag:
                     acked = _bytes_acked(data, off, length) if info else -1
                     alive[cookie] = acked
                     if known is None or cookie not in known:
-                        new.append(_parse(data, off + body, family, alen, cookie, acked))
+                        s = _parse(data, off + body, family, alen, cookie, acked)
+                        new.append(s._replace(cgroup_id=_cgroup_id(data, off, length)))
                 elif length < body or kind == NLMSG_DONE:
                     return
                 elif kind == NLMSG_ERROR:
@@ -136,14 +139,26 @@ def _parse(data: bytes, pos: int, family: int, alen: int, cookie: bytes, acked: 
     )
 
 
-def _bytes_acked(data: bytes, off: int, length: int) -> int:
-    """``tcpi_bytes_acked`` from the message's INET_DIAG_INFO attribute, or 0."""
+def _attribute(data: bytes, off: int, length: int, kind: int, size: int) -> int | None:
+    """Offset of the payload of the message's attribute ``kind`` (at least ``size``
+    bytes), or None."""
     pos, end = off + _HDR.size + _MSG.size, off + length
     while pos + 4 <= end:
         alen, atype = struct.unpack_from("=HH", data, pos)
         if alen < 4:
             break
-        if atype == INET_DIAG_INFO and alen - 4 >= TCPI_BYTES_ACKED + 8:
-            return struct.unpack_from("=Q", data, pos + 4 + TCPI_BYTES_ACKED)[0]
+        if atype == kind and alen - 4 >= size:
+            return pos + 4
         pos += (alen + 3) & ~3
-    return 0
+    return None
+
+
+def _bytes_acked(data: bytes, off: int, length: int) -> int:
+    """``tcpi_bytes_acked`` from the message's INET_DIAG_INFO attribute, or 0."""
+    at = _attribute(data, off, length, INET_DIAG_INFO, TCPI_BYTES_ACKED + 8)
+    return 0 if at is None else struct.unpack_from("=Q", data, at + TCPI_BYTES_ACKED)[0]
+
+
+def _cgroup_id(data: bytes, off: int, length: int) -> int:
+    at = _attribute(data, off, length, INET_DIAG_CGROUP_ID, 8)
+    return 0 if at is None else struct.unpack_from("=Q", data, at)[0]

@@ -64,6 +64,7 @@ class Tracker:
     sent: dict[tuple[JobKey, str, tuple], int] = field(default_factory=dict)  # since take_sent
     scans: int = 0  # process scans done (each costs a /proc walk)
     last_new: dict[JobKey, int] = field(default_factory=dict)  # scan that last found one
+    by_cgroup: dict[int, JobKey] = field(default_factory=dict)  # jobs known by cgroup
 
     def forget_foreign(self) -> None:
         """A job registered: sockets that belonged to nobody may now be its own."""
@@ -91,28 +92,38 @@ class Tracker:
         for s in new:
             if self.host_of.get(dst_address(s), self.host) == self.host:
                 self.foreign[s.cookie] = None  # not toward another cluster host: never ours
+                continue
+            job = self.by_cgroup.get(s.cgroup_id) if self.by_cgroup else None
+            if job is not None:  # a job known by its cgroup: no fd table to read
+                self._add(s, job, changed)
             elif s.inode:
                 ours.append(s)
             # inode 0: established but not yet accept()ed, so no process holds it yet.
             # Not foreign, just not known: it is new again at the next refresh.
-        if ours and jobs:
-            owner = self._owners(jobs, {s.inode for s in ours})
-            for s in ours:
-                job = owner.get(s.inode)
-                if job is None:
-                    self.foreign[s.cookie] = None
-                    continue
-                dst = self.host_of[dst_address(s)]
-                self.conns[s.cookie] = Conn(job, dst, conn_key(s), max(s.bytes_acked, 0))
-                if s.bytes_acked > 0:
-                    k = (job, dst, conn_key(s))
-                    self.sent[k] = self.sent.get(k, 0) + s.bytes_acked
-                changed.add(job)
-                self.last_new[job] = self.scans
-        else:
-            for s in ours:
+        owner = self._owners(jobs, {s.inode for s in ours}) if ours and jobs else {}
+        for s in ours:
+            job = owner.get(s.inode)
+            if job is None:
                 self.foreign[s.cookie] = None
+            else:
+                self._add(s, job, changed)
         return changed
+
+    def set_cgroups(self, by_cgroup: dict[int, JobKey]) -> None:
+        """Cgroup ids (a job's cgroup and those below it) -> job. Sockets written off
+        as nobody's may be in a cgroup that is new here: they are looked at again."""
+        if by_cgroup != self.by_cgroup:
+            self.by_cgroup = dict(by_cgroup)
+            self.foreign.clear()
+
+    def _add(self, s: TcpSocket, job: JobKey, changed: set[JobKey]) -> None:
+        dst = self.host_of[dst_address(s)]
+        self.conns[s.cookie] = Conn(job, dst, conn_key(s), max(s.bytes_acked, 0))
+        if s.bytes_acked > 0:
+            k = (job, dst, conn_key(s))
+            self.sent[k] = self.sent.get(k, 0) + s.bytes_acked
+        changed.add(job)
+        self.last_new[job] = self.scans
 
     def _owners(self, jobs: dict[JobKey, set[P.Proc]], wanted: set[int]) -> dict[int, JobKey]:
         """Owner job of each inode in ``wanted``; stops reading fd tables once all are

@@ -12,9 +12,12 @@ One table, ``inet grouper``, holds everything the agent installs:
 * maps ``band_in_sport`` / ``band_in_dport`` (and their ``dscp_`` twins): the
   port-matched flows other hosts send to this one, keyed the way this host's ACKs on
   them look (peer address . our port, or . the peer's source port);
+* sets ``ours_<match>``: the keys of ``band_<match>``, for membership tests. A map is
+  never looked up as a set (``... @band_dport``): Debian 12's kernel (6.1) refuses such
+  a rule with "Invalid argument" (6.18 takes it);
 * control traffic (agent and coordinator gRPC ports) -> band 0 and its DSCP; so are
   pure TCP ACKs and short SYN, FIN and RST segments of *our* connections (a key in any
-  map above): in a low band ACKs would stall a prioritized flow and handshakes would
+  ``ours_`` set): in a low band ACKs would stall a prioritized flow and handshakes would
   wait out SYN retransmission timers. Other applications' keep their DSCP and class.
 
 A full apply replaces the table in one transaction; a plan change is one transaction
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agent.kernel import nft_cgroup
 from agent.kernel.layout import BandLayout
 from agent.plan import Rule, RuleKey
 from pda.priorities import QueueConfig
@@ -78,6 +82,7 @@ def render_table(
         typeof, types = _MAP_TYPES[match]
         lines.append(f"  map band_{match} {{ typeof {typeof} : meta priority; }}")
         lines.append(f"  map dscp_{match} {{ type {types} : verdict; }}")
+        lines.append(f"  set ours_{match} {{ type {types}; }}")
     for d in sorted(set(queues.dscp_table)):
         lines.append(f"  chain dscp_{d} {{ ip dscp set {d}; }}")
         lines.append(f"  chain dscp6_{d} {{ ip6 dscp set {d}; }}")
@@ -104,9 +109,18 @@ def render_table(
     conn6 = "ip6 saddr . ip6 daddr . tcp sport . tcp dport"
     lines.append(f"    meta priority set {conn6} map @band_conn6")
     lines.append(f"    {conn6} vmap @dscp_conn6")
-    lines += ["  }", "}"]
+    lines.append("  }")
+    # jobs known by their cgroup: steered in the output hook, where packets have sockets
+    lines += nft_cgroup.declarations(rules)
+    short = {"4": f"ip length < {ACK_MAX_LENGTH}", "6": f"ip6 length < {ACK_MAX_PAYLOAD6}"}
+    lines += nft_cgroup.chains(rules, nic, {"4": ctl, "6": ctl6}, short)
+    lines.append("}")
     text = "\n".join(lines) + "\n"
-    return text + render_changes({}, rules, layout)
+    return (
+        text
+        + render_changes({}, rules, layout)
+        + nft_cgroup.elements(rules, layout, f"{FAMILY} {TABLE}")
+    )
 
 
 def _control_rules(ports: str, ctl: str, short: str, tiny: str) -> list[str]:
@@ -132,7 +146,7 @@ def _tiny_chain(name: str, ctl: str, matches: tuple[str, ...]) -> list[str]:
     """
     out = [f"  chain {name} {{"]
     for match in matches:
-        out.append(f"    {_MAP_TYPES[match][0]} @band_{match} {ctl} return")
+        out.append(f"    {_MAP_TYPES[match][0]} @ours_{match} {ctl} return")
     out.append("  }")
     return out
 
@@ -140,6 +154,13 @@ def _tiny_chain(name: str, ctl: str, matches: tuple[str, ...]) -> list[str]:
 def render_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule], layout: BandLayout) -> str:
     """Element deletions and additions that turn ``old`` into ``new`` (one transaction)."""
     out: list[str] = []
+    for match in MATCHES:  # membership: keys that come or go
+        gone = sorted(_element(k) for k in old.keys() - new.keys() if k[0] == match)
+        came = sorted(_element(k) for k in new.keys() - old.keys() if k[0] == match)
+        if gone:
+            out.append(f"delete element {FAMILY} {TABLE} ours_{match} {{ {', '.join(gone)} }}")
+        if came:
+            out.append(f"add element {FAMILY} {TABLE} ours_{match} {{ {', '.join(came)} }}")
     diff = [k for k in old.keys() | new.keys() if old.get(k) != new.get(k)]
     for field in ("band", "dscp"):
         for match in MATCHES:
@@ -152,7 +173,7 @@ def render_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule], layout: B
                 vb = None if b is None else getattr(b, field)
                 if va == vb:
                     continue
-                elem = " . ".join(str(x) for x in key[1:])
+                elem = _element(key)
                 if va is not None:
                     dels.append(elem)
                 if vb is not None:
@@ -169,6 +190,10 @@ def render_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule], layout: B
             if adds:
                 out.append(f"add element {FAMILY} {TABLE} {name} {{ {', '.join(sorted(adds))} }}")
     return "\n".join(out) + ("\n" if out else "")
+
+
+def _element(key: RuleKey) -> str:
+    return " . ".join(str(x) for x in key[1:])
 
 
 def count_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule]) -> int:

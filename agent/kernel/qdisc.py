@@ -15,6 +15,7 @@ removes everything below it and the kernel restores its default.
 from __future__ import annotations
 
 import logging
+import secrets
 
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
@@ -36,26 +37,29 @@ class QdiscError(RuntimeError):
     pass
 
 
-def probe_backend(ipr: IPRoute) -> str:
-    """``prio`` when the kernel has it, else ``htb``: tried on a throwaway link.
+def probe_backend(ipr: IPRoute) -> tuple[str, str]:
+    """(``prio`` or ``htb``, why): ``prio`` when the kernel takes one on a throwaway link.
 
-    The link is a dummy, or a veth pair where the kernel has no dummy driver.
+    The link is a dummy, or a veth pair where the kernel has no dummy driver, with a
+    name of its own (a link left over by a crashed agent, or another agent probing at
+    the same moment, cannot make the probe fail); it is deleted before this returns.
     """
-    name = "grouper-probe"
-    for kind, extra in (("dummy", {}), ("veth", {"peer": "grouper-probe1"})):
+    name = f"grp{secrets.token_hex(6)}"  # 15 characters: IFNAMSIZ - 1
+    errors = []
+    for kind, extra in (("dummy", {}), ("veth", {"peer": f"grq{name[3:]}"})):
         try:
             ipr.link("add", ifname=name, kind=kind, **extra)
             break
-        except NetlinkError:
-            continue
+        except NetlinkError as exc:
+            errors.append(f"{kind}: {exc}")
     else:
-        return "htb"
+        return "htb", f"no probe link could be made ({'; '.join(errors)})"
     try:
         idx = ipr.link_lookup(ifname=name)[0]
         ipr.tc("add", "prio", index=idx, handle=0x10000, bands=3)
-        return "prio"
-    except NetlinkError:
-        return "htb"
+        return "prio", "the kernel has the prio qdisc"
+    except NetlinkError as exc:
+        return "htb", f"the kernel refused a prio qdisc ({exc})"
     finally:
         try:
             ipr.link("del", ifname=name)

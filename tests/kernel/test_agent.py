@@ -34,14 +34,29 @@ def receiver_rates(server_json: str) -> list[tuple[float, float, float]]:
 
 QUEUES = pytest.mark.parametrize("pair", [1, 4], indirect=True, ids=["1txq", "4txq"])
 BACKENDS = pytest.mark.parametrize("backend", backend_params())
+LINK_MBPS = 30.0
 
 
-@BACKENDS
-@QUEUES
+def bottleneck_params() -> list:
+    """(backend, pair) per TX queue count and backend. ``htb`` shapes at the host, so the
+    NIC is the bottleneck; ``prio`` does not shape (a veth never queues at it), so a
+    switch beyond the host, shaped to the link rate with DSCP-keyed strict priority,
+    is: the plan's DSCP decides there, as at a real cluster's switches."""
+    out = []
+    for b in backend_params():
+        backend = b.values[0]
+        for txq in (1, 4):
+            pair = (txq, LINK_MBPS) if backend == "prio" else txq
+            out.append(pytest.param(backend, pair, id=f"{txq}txq-{backend}", marks=b.marks))
+    return out
+
+
+@pytest.mark.parametrize(("backend", "pair"), bottleneck_params(), indirect=["pair"])
 def test_bands_split_bottleneck_and_swap_within_a_second(pair, agent_env, backend):
     """On a multi-queue NIC both flows are pinned to one TX queue: the band qdisc of
-    that queue splits them (priority holds among the packets of one queue)."""
-    agent = agent_env(backend=backend).start()
+    that queue splits them (priority holds among the packets of one queue). Under
+    ``prio`` the bottleneck is the switch port toward b, keyed by the plan's DSCP."""
+    agent = agent_env(backend=backend, link_mbps=LINK_MBPS).start()
     if pair.txqueues > 1:
         pin_tx_queue(pair.a, pair.nic_a, 1, pair.txqueues)
     register(agent, "c1", [5201])

@@ -267,3 +267,15 @@ def test_the_plain_loop_reports_from_the_first_step_and_flushes_at_exit(how, age
     entry = reg.jobs["c", "j"]
     assert entry.iterations_done == 6, "the progress of the last steps is flushed at exit"
     assert entry.finished == (how == "plain"), "a job the launcher manages is not finished"
+
+
+def test_cgroup_self_is_the_managers_job_level():
+    """``grouper run --cgroup self``: the Slurm step or the Kubernetes pod a rank runs
+    in, not its task or container cgroup (the ranks of a job on a host share it)."""
+    from grouper.launcher import job_level
+
+    step = "/system.slice/slurmstepd.scope/job_42/step_0"
+    assert job_level(step + "/user/task_1") == step
+    pod = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a_1b.slice"
+    assert job_level(pod + "/cri-containerd-ab12.scope") == pod
+    assert job_level("/system.slice/train.service") == "/system.slice/train.service"
