@@ -283,6 +283,8 @@ class AgentCore:
         if self.tracker is None:
             return
         dropped = self._sync_procs()
+        if not (measure or self.procs or dropped):
+            return  # jobs known by cgroup: the kernel classifies; counted once a second
         busy = self.procs or self.cgroup_refs or self.tracker.conns  # else nothing to do
         changed = self.tracker.refresh(self.procs, info=measure) if busy else set()
         if changed or dropped:

@@ -142,7 +142,8 @@ class Testbed:
             self._ip("-n", ns, "link", "set", "lo", "up")
 
     def _spawn(self, ns: str, *args: str, **kw: Any) -> subprocess.Popen:
-        p = subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
+        # nsenter, not ip netns exec (which remounts /sys): cgroup2 stays visible
+        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{ns}", *args], **kw)
         self.procs.append(p)
         return p
 

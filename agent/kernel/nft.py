@@ -13,6 +13,7 @@ from typing import Any
 
 NFT_CTX_DEFAULT = 0
 NFT_CTX_OUTPUT_JSON = 1 << 4
+NFT_CTX_OUTPUT_TERSE = 1 << 11
 
 
 class NftError(RuntimeError):
@@ -56,8 +57,15 @@ class Nft:
             raise NftError(err.strip() or f"nft failed with {rc}")
         return out
 
-    def list_json(self, what: str) -> list[dict[str, Any]]:
-        out = self.run(f"list {what}", json_output=True)
+    def list_json(self, what: str, *, terse: bool = False) -> list[dict[str, Any]]:
+        """``nft -j list WHAT``; ``terse``: without set and map elements (``nft -t``)."""
+        flags = self._lib.nft_ctx_output_get_flags(self._ctx)
+        if terse:
+            self._lib.nft_ctx_output_set_flags(self._ctx, flags | NFT_CTX_OUTPUT_TERSE)
+        try:
+            out = self.run(f"list {what}", json_output=True)
+        finally:
+            self._lib.nft_ctx_output_set_flags(self._ctx, flags)
         return json.loads(out)["nftables"] if out.strip() else []
 
     def table_exists(self, family: str, name: str) -> bool:
