@@ -257,3 +257,54 @@ def test_a_cgroup_of_another_job_is_refused(pair, cg_agent, cgroups):
         ack = register(agent, other, job="j2")
         assert not ack.ok and ack.error.startswith("cgroup: ") and "c1/j1" in ack.error
     assert [j.job.job_id for j in collect(agent).jobs] == ["j1"]
+
+
+def test_an_ipv6_connection_of_a_cgroup_job_carries_its_traffic_class(pair, cgroups, tmp_path):
+    """Hosts with an ``address6``: the ``cg6_`` map steers the job's IPv6 traffic, from
+    its first data packet, with the planned traffic class."""
+    import yaml
+
+    from tests.netns import AgentProc, cluster_yaml, sh
+
+    a6, b6 = "fd00:78::1", "fd00:78::2"
+    for ns, nic, addr in ((pair.a, pair.nic_a, a6), (pair.b, pair.nic_b, b6)):
+        sh("ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", nic, "nodad")
+    cfg = cluster_yaml(
+        tmp_path / "cluster.yaml",
+        [("a", pair.addr_a, pair.nic_a, 30.0), ("b", pair.addr_b, pair.nic_b, 30.0)],
+    )
+    data = yaml.safe_load(cfg.read_text())
+    data["hosts"][0]["address6"], data["hosts"][1]["address6"] = a6, b6
+    cfg.write_text(yaml.safe_dump(data))
+    path = manager_layouts(uuid.uuid4().hex[:6])["systemd"]
+    unit = cgroups(path)
+    agent = AgentProc(pair, pair.a, "a", cfg, tmp_path)
+    agent.nsenter = True
+    agent.start()
+    try:
+        assert register(agent, path).ok
+        assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
+        sink6 = pair.popen(
+            pair.b, sys.executable, "-c",
+            "import socket\ns = socket.socket(socket.AF_INET6)\ns.bind(('::', 0))\ns.listen(4)\n"
+            "print(s.getsockname()[1], flush=True)\nc, _ = s.accept()\n"
+            "while c.recv(65536): pass\n",
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        port = int(sink6.stdout.readline())
+        read = start_capture(pair, tmp_path / "rx6.pcap", "ip6 and tcp")
+        job = pair.popen(
+            pair.a, sys.executable, "-c",
+            "import socket, sys\ns = socket.create_connection((sys.argv[1], int(sys.argv[2])))\n"
+            "print(s.getsockname()[1], flush=True)\nfor _ in range(20): s.send(b'x' * 1024)\n",
+            b6, str(port), stdout=subprocess.PIPE, text=True, preexec_fn=in_cgroup(unit),
+        )  # fmt: skip
+        sport = int(job.stdout.readline())
+        job.wait(timeout=10)
+        from scapy.all import IPv6
+
+        mine = [p for p in read() if IPv6 in p and TCP in p and p[TCP].sport == sport]
+        data_tc = {p[IPv6].tc >> 2 for p in mine if len(p[TCP].payload) > 0}
+        assert data_tc == {TABLE[BAND]}, data_tc
+    finally:
+        agent.stop()
