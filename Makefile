@@ -6,12 +6,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP_LOCKED := pip install -q --require-hashes --no-deps -r
 
-.PHONY: setup test test-newest test-oldest lint demo clean protos lock wheels
+.PHONY: setup test test-newest test-oldest test-vm lint demo clean protos lock wheels
 
 PROTOS := $(wildcard proto/grouper/v1/*.proto)
 GENERATED := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
 
 setup: $(VENV)/.installed $(GENERATED)
+	# Debian 12's stock kernel (pinned) into .cache/vm, once: tests/vm boots it in QEMU
+	bash scripts/vm/fetch-kernel.sh
 	# compile PDA's loop and the simulator's allocator into numba's disk cache once,
 	# not in the first test that plans or simulates
 	$(BIN)/python -c "from pda.order import warm_up; warm_up()"
@@ -57,6 +59,11 @@ test-oldest: $(VENV)/.installed
 wheels: $(VENV)/.installed
 	$(BIN)/python -m build --wheel --outdir dist .
 	$(BIN)/python -m build --wheel --outdir dist client
+
+# The kernel layer on Debian 12's stock kernel (6.1) in QEMU, prio and htb backends
+# (make test runs it too: it is tests/vm).
+test-vm: setup
+	$(BIN)/python -m pytest -q tests/vm
 
 lint: setup
 	$(BIN)/ruff check .

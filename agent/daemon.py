@@ -29,6 +29,7 @@ from agent.discovery.sockdiag import SockDiag
 from agent.discovery.tracker import Tracker
 from agent.enforcer import KernelThread
 from agent.jsonl import JsonlTailer
+from agent.kernel import features
 from agent.metrics import AgentMetrics
 from agent.probe import Prober
 from agent.registry import Registry
@@ -92,17 +93,6 @@ def _build_core(
     cfg: ClusterConfig, opts: AgentOptions, metrics: AgentMetrics, diag: SockDiag
 ) -> tuple[AgentCore, KernelThread]:
     """The agent's state and its kernel thread; nothing is installed yet."""
-    cgroups = Cgroups.probe()
-    if cgroups is not None and cgroups.nft_prefix is None:
-        log.warning("cgroup2 at %s is outside %s: jobs known by pids only", cgroups.mount, NFT_ROOT)
-        cgroups = None
-    registry = Registry(
-        opts.state_file,
-        known_hosts={h.name for h in cfg.hosts},
-        host=opts.host,
-        host_of=cfg.host_of,
-        cgroups=cgroups,
-    )
     kernel = KernelThread(
         opts.nic,
         cfg.queues,
@@ -110,6 +100,13 @@ def _build_core(
         backend=opts.backend,
         control_ports=cfg.control_ports,
         multiqueue=opts.multiqueue,
+    )
+    registry = Registry(
+        opts.state_file,
+        known_hosts={h.name for h in cfg.hosts},
+        host=opts.host,
+        host_of=cfg.host_of,
+        cgroups=_cgroups(kernel),
     )
     core = AgentCore(
         opts.host,
@@ -122,6 +119,7 @@ def _build_core(
         tracker=Tracker(opts.host, cfg.host_of, diag),
         addresses6={host: a for a, host in cfg.host_of.items() if ":" in a},
     )
+    cgroups = registry.cgroups
     metrics.backend.labels(opts.host, kernel.backend).set(1)
     metrics.discovery.labels(opts.host, "pids").set(1)
     metrics.discovery.labels(opts.host, "cgroup").set(int(cgroups is not None))
@@ -129,9 +127,24 @@ def _build_core(
         core.watch = CgroupWatch()
     log.info(
         "jobs known by %s",
-        f"cgroup (cgroup2 at {cgroups.mount}) or pids" if cgroups else "pids (no cgroup v2)",
+        f"cgroup (cgroup2 at {cgroups.mount}) or pids" if cgroups else "pids",
     )
     return core, kernel
+
+
+def _cgroups(kernel: KernelThread) -> Cgroups | None:
+    """This host's cgroup2, when the agent can know jobs by cgroup here (said why not)."""
+    cgroups = Cgroups.probe()
+    why = "" if cgroups else "no cgroup2 mount"
+    if cgroups is not None and cgroups.nft_prefix is None:
+        why = f"cgroup2 at {cgroups.mount} is outside {NFT_ROOT}"
+    if not why:
+        why = kernel.run_sync(features.cgroup_match, kernel.enforcer.nft)
+        why = why and f"Linux {features.kernel_release()}: nftables socket cgroupv2: {why}"
+    if why:
+        log.warning("jobs known by pids only: %s", why)
+        return None
+    return cgroups
 
 
 def _listen_public(server: grpc.aio.Server, cfg: ClusterConfig, opts: AgentOptions) -> None:

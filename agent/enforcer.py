@@ -9,6 +9,7 @@ transaction. ``stop`` removes exactly what the agent installed.
 from __future__ import annotations
 
 import logging
+import platform
 from typing import Any
 
 from pyroute2 import IPRoute
@@ -16,9 +17,10 @@ from pyroute2 import IPRoute
 from agent.kernel import nft_cgroup, nft_rules
 from agent.kernel.bands import QdiscSpec
 from agent.kernel.layout import BandLayout
-from agent.kernel.nft import Nft
+from agent.kernel.nft import Nft, NftError
 from agent.kernel.qdisc import Qdisc, probe_backend
 from agent.plan import Rule, RuleKey
+from common.errors import ConfigError
 from pda.priorities import QueueConfig
 
 log = logging.getLogger("grouper.agent")
@@ -60,7 +62,13 @@ class Enforcer:
     def start(self) -> list[str]:
         changes = self.qdisc.ensure(self.spec)
         stale = self.nft.table_exists(nft_rules.FAMILY, nft_rules.TABLE)
-        self._replace({})
+        try:
+            self._replace({})
+        except NftError as exc:  # a kernel without what the table needs: one line, exit 2
+            first = str(exc).splitlines()[0] if str(exc) else "refused"
+            raise ConfigError(
+                "kernel", f"Linux {platform.release()}: nftables refused the agent's table: {first}"
+            ) from None
         changes.append("replaced stale nftables table" if stale else "installed nftables table")
         for c in changes:
             log.info("%s: %s", self.nic, c)

@@ -30,6 +30,8 @@ from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
 from pda.snapshot import FlowTables
 
+ORDER_SHOWN = 12  # stages named in the "order:" log line
+ORDER_METRIC_MAX = 1000  # stages exported as grouper_coordinator_stage_rank
 log = logging.getLogger("grouper.coordinator")
 
 
@@ -228,6 +230,16 @@ class Coordinator:
             self.trace.push(link.host.name, version, sent, res)
         return version, res
 
+    def _order_changed(self, order: list[str]) -> None:
+        """One info line per change of the global order, and its ranks as a metric (the
+        first ORDER_SHOWN stages: the head of the order is what decides bands)."""
+        more = f" (+{len(order) - ORDER_SHOWN} more)" if len(order) > ORDER_SHOWN else ""
+        log.info("order: %s%s", " > ".join(order[:ORDER_SHOWN]) or "(no stages)", more)
+        rank = self.metrics.stage_rank
+        rank.clear()
+        for i, stage in enumerate(order[:ORDER_METRIC_MAX]):
+            rank.labels(stage).set(i + 1)
+
     async def _push(self, link: AgentLink, plan: HostPlan) -> bool:
         # a delta on the plan the agent acknowledged, when it still holds our last one
         base = link.acked if link.agent_version == link.pushed_version else None
@@ -279,9 +291,8 @@ class Coordinator:
         self.planned = planned
         t2 = time.perf_counter()
         planned_at = time.time()
-        if log.isEnabledFor(logging.DEBUG) and self.last_stats is not None:
-            if planned.order != self.last_stats.order:
-                log.debug("order changed: %s", " > ".join(planned.order[:12]))
+        if self.last_stats is None or planned.order != self.last_stats.order:
+            self._order_changed(planned.order)
         keepalive = self.cfg.failure.plan_ttl / 3
         todo = [(link, planned.plans.get(link.host.name, {})) for link in links]
         todo = [(link, p) for link, p in todo if link.needs_push(p, keepalive)]

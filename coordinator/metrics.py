@@ -34,6 +34,13 @@ class CoordinatorMetrics:
         self.agent_up = Gauge(
             "grouper_coordinator_agent_up", "1 if the agent answers", ["host"], registry=r
         )
+        self.stage_rank = Gauge(
+            "grouper_coordinator_stage_rank",
+            "Position of a stage in the global order in force (1 = first), for the first "
+            "1,000 stages",
+            ["stage"],
+            registry=r,
+        )
         self.errors = Counter(
             "grouper_coordinator_errors_total", "Errors by kind", ["kind"], registry=r
         )

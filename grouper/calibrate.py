@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from common import validate as v
 from common.errors import ConfigError
 from common.output import table, write_json
+from pda.admission import ContentionModel
 from pda.calibration import Fit, Sample, fit_contention
 from pda.priorities import QueueConfig
 from topologies.calibrate import measure, rounds, task_pairs
@@ -69,10 +71,10 @@ MAX_SIZE_MB = 1000  # one all-reduce of this size per task and round
 
 
 def calibrate(args: object) -> int:
-    if args.write:
-        from grouper.cluster_config import load_cluster_config
+    if args.write:  # a file that cannot take the result is refused before measuring
+        from topologies.calibrate_report import write_admission
 
-        load_cluster_config(args.write)  # refuse a bad file before measuring
+        write_admission(Path(args.write), ContentionModel(a=1e-3, b=1e-9, eta=1e-9), dry_run=True)
     sizes = [
         v.number(x, "--sizes", positive=True) * 1e6 for x in args.sizes.split(",") if x.strip()
     ]
@@ -88,9 +90,13 @@ def calibrate(args: object) -> int:
     pair = about["hosts"]
     title = f"{about.get('experiment') or about['cluster']} {pair[0]}-{pair[1]}"
     files = [str(plot_fit(fit, out / "contention.png", title))]
-    if args.write:
-        write_admission(Path(args.write), fit.model)
     m = fit.model
+    if args.write:
+        try:
+            write_admission(Path(args.write), fit.model)
+        except ConfigError:  # the measurement is not lost: it is printed first
+            print(f"grouper: measured a={m.a:.4g} b={m.b:.4g} eta={m.eta:.4g}", file=sys.stderr)
+            raise
     mbps = about["link_mbps"]
     result = about | {
         "pattern": args.pattern,

@@ -5,6 +5,7 @@
 #   nftables          nft and libnftables.so.1 (the agent's classifier and DSCP marking)
 #   iperf3, tcpdump   real TCP traffic and captures in kernel tests
 #   mininet           mnexec and friends for the emulated leaf-spine (make demo, tests)
+#   qemu-system-x86, busybox-static   the stock-kernel VM of tests/vm (scripts/vm/run.py)
 set -euo pipefail
 need=()
 command -v python3 >/dev/null || need+=(python3)
@@ -14,6 +15,8 @@ command -v nft >/dev/null || need+=(nftables)
 command -v iperf3 >/dev/null || need+=(iperf3)
 command -v tcpdump >/dev/null || need+=(tcpdump)
 command -v mnexec >/dev/null || need+=(mininet)
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -46,6 +46,15 @@ def test_coordinator_serves_agents_survives_failures(star, tmp_path):
             layout.classid_text(2),
         }, "two stages sending from h1 get two bands"
 
+        # the order is visible: one info line when it changes, ranks as a metric
+        lines = [ln for ln in (tmp_path / "coordinator.log").read_text().splitlines()
+                 if " INFO " in ln and " order: " in ln]  # fmt: skip
+        assert lines, "the order is logged at info level"
+        order = lines[-1].split(" order: ", 1)[1].split(" (+")[0].split(" > ")
+        assert len(order) >= 2
+        for i, stage in enumerate(order[:2], 1):
+            assert metric(f'grouper_coordinator_stage_rank{{stage="{stage}"}}') == i
+
         # one agent dies: the others keep being served, metrics show it down
         agents["h3"].stop(signal.SIGKILL)
         wait_for(

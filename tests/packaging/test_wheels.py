@@ -162,3 +162,15 @@ def test_client_with_stubs_missing_warns_once_and_training_goes_on(client_venv, 
     finally:
         stub.write_bytes(saved)
     assert (done, warned) == (6, 1) and "ImportError" in message, message
+
+
+def test_client_on_a_full_disk_keeps_training(client_venv, tmp_path):
+    """Standard error on a full device (/dev/full: every write fails with ENOSPC): the
+    client's warning cannot be written, and training still goes on."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [client_venv / "python", "-c", TRAIN.replace("SOCKET", repr(str(tmp_path / "x")))],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=full, text=True, timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == 0
+    assert proc.stdout.split()[:2] == ["6", "1"]

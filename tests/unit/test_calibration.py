@@ -98,6 +98,46 @@ def test_write_admission_adds_the_section_when_missing(tmp_path):
     assert "# priority queues per port" in path.read_text()
 
 
+def test_write_admission_updates_a_flow_style_section_as_the_readme_writes_it(tmp_path):
+    """The README's sample has ``admission: {enabled: true, a: ..., b: ..., eta: ...}``;
+    calibrate once measured for minutes and then refused it."""
+    from grouper.cluster_config import load_cluster_config
+    from topologies.calibrate_report import write_admission
+
+    text = SAMPLE.read_text()
+    start, end = text.index("admission:"), text.index("failure:")
+    flow = "admission: {enabled: true, a: 6.69e-4, b: 8.53e-10, eta: 3.0e-10}  # measured\n"
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text[:start] + flow + text[end:])
+    write_admission(path, ContentionModel(a=0.0, b=4e-7, eta=0.0), dry_run=True)
+    assert path.read_text() == text[:start] + flow + text[end:], "a dry run writes nothing"
+    write_admission(path, ContentionModel(a=1.5e-3, b=4e-7, eta=2e-9))
+    m = load_cluster_config(str(path)).queues.admission
+    assert (m.a, m.b, m.eta) == (1.5e-3, 4e-7, 2e-9)
+    line = next(ln for ln in path.read_text().splitlines() if ln.startswith("admission:"))
+    assert line.startswith("admission: {enabled: true, a: 0.0015,") and "# measured" in line
+
+
+def test_calibrate_refuses_a_file_it_cannot_update_before_measuring(tmp_path):
+    """A multi-line flow section cannot be updated in place: exit 2 at once, naming it
+    (the measurement would otherwise run for minutes first)."""
+    import subprocess
+    import sys
+
+    text = SAMPLE.read_text()
+    start, end = text.index("admission:"), text.index("failure:")
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text[:start] + "admission: {enabled: true,\n  a: 1e-3}\n" + text[end:])
+    proc = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", "calibrate", "--write", str(path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "grouper: error: admission: spans several lines in flow style; write it as a block\n"
+    )
+
+
 def test_simulate_uses_the_cluster_configs_constants(tmp_path):
     import json
 
