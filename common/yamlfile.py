@@ -52,6 +52,12 @@ _Loader = _loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 def read_text(path: str | Path, what: str) -> str:
     p = Path(path)
+    try:
+        p.stat()
+    except PermissionError:  # a directory on the way is closed to us (is_file() raises)
+        raise ConfigError(what, f"cannot read {str(path)[:80]}: permission denied") from None
+    except OSError:
+        pass  # missing, or a loop: named below
     if not p.is_file():
         kind = "a directory" if p.is_dir() else "not a regular file" if p.exists() else "missing"
         raise ConfigError(what, f"{str(path)[:80]}: {kind}")

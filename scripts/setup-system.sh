@@ -6,6 +6,7 @@
 #   iperf3, tcpdump   real TCP traffic and captures in kernel tests
 #   mininet           mnexec and friends for the emulated leaf-spine (make demo, tests)
 #   qemu-system-x86, busybox-static   the stock-kernel VM of tests/vm (scripts/vm/run.py)
+#   systemd           systemd-analyze verify on deploy/*.service (tests/kernel/test_units.py)
 set -euo pipefail
 need=()
 command -v python3 >/dev/null || need+=(python3)
@@ -17,6 +18,7 @@ command -v tcpdump >/dev/null || need+=(tcpdump)
 command -v mnexec >/dev/null || need+=(mininet)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+command -v systemd-analyze >/dev/null || need+=(systemd)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
