@@ -18,7 +18,11 @@ agents, which install the same queues there.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pda.priorities import QueueConfig
 
@@ -98,6 +102,7 @@ class Fabric:
         from mininet.node import Node
 
         self.spec = spec
+        self.hosts_file: Path | None = None  # the fabric's /etc/hosts, made by start()
         self.net = Mininet(topo=None, controller=None, build=False, link=Link, autoSetMacs=True)
         net, s = self.net, spec
         self.hosts = [net.addHost(h, ip=None) for h in s.host_names]
@@ -117,6 +122,7 @@ class Fabric:
 
     def start(self) -> None:
         s = self.spec
+        self._write_hosts_file()
         self.net.build()
         for node in self.leaves + self.spines:
             node.cmd("sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1")
@@ -164,8 +170,31 @@ class Fabric:
     def host(self, name: str) -> object:
         return self.net.get(name)
 
+    def popen(self, name: str, argv: list[str], **kw: object) -> subprocess.Popen:
+        """``argv`` on host ``name`` with the fabric's names resolvable at once: in a
+        mount namespace of its own, /etc/hosts is the fabric's (every host's address
+        and name), so reverse lookups of peers (PyTorch's c10d store does one per
+        client) answer from the file instead of waiting on a resolver the emulated
+        hosts cannot reach. The machine's /etc/hosts is not touched."""
+        assert self.hosts_file is not None, "start() the fabric first"
+        bind = 'mount --bind "$0" /etc/hosts && exec "$@"'
+        wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c", bind,
+                   str(self.hosts_file), *argv]  # fmt: skip
+        return self.host(name).popen(wrapped, **kw)
+
+    def _write_hosts_file(self) -> None:
+        lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+        lines += [f"{addr} {name}" for name, addr in self.spec.addresses.items()]
+        fd, path = tempfile.mkstemp(prefix="grouper-fabric-hosts-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+        os.chmod(path, 0o644)
+        self.hosts_file = Path(path)
+
     def netns_path(self, name: str) -> str:
         return f"/proc/{self.host(name).pid}/ns/net"
 
     def stop(self) -> None:
         self.net.stop()
+        if self.hosts_file is not None:
+            self.hosts_file.unlink(missing_ok=True)

@@ -121,7 +121,7 @@ def _run_searches(
 
     def spawn(host: str, argv: list[str], env_extra: dict, **kw: Any) -> subprocess.Popen:
         env = dict(os.environ, **env_extra)
-        return em.fabric.host(host).popen(argv, env=env, cwd=ROOT, stderr=logs, **kw)
+        return em.fabric.popen(host, argv, env=env, cwd=ROOT, stderr=logs, **kw)
 
     barrier = threading.Barrier(len(exp.searches))
     t0: list[float] = []
