@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
 
-from common.flows import inbound_key, parse_port_flow
+from common.flows import host_flow_id, inbound_key, parse_port_flow
 from coordinator.snapshot import JobReport, Model, ReportedFlow, ReportedJob
 from pda.model import Cojob, FlowSpec, Job
 
@@ -142,7 +142,8 @@ class Merger:
             ids = tuple([id(r.job) for r in reps])
             held = self.built.get(key)
             if held is None or held[0] != ids:  # flows built once per set of templates
-                held = self.built[key] = (ids, _build(tuple(r.job for r in reps), self.known))
+                parts = tuple(r.job for r in reps)
+                held = self.built[key] = (ids, _build(parts, self.known, tuple(sorted(group))))
             if not any(r.finished for r in reps) and held[1].flows:
                 done = min(r.iterations_done for r in reps)
                 member = _Member(reps[0].job, done, held[1])
@@ -257,7 +258,9 @@ def merge_reports(
     return merger.model(stage_started)
 
 
-def _build(parts: tuple[ReportedJob, ...], known: dict[str, int]) -> _Built:
+def _build(
+    parts: tuple[ReportedJob, ...], known: dict[str, int], hosts: tuple[str, ...] = ()
+) -> _Built:
     first = parts[0]
     for p in parts[1:]:
         if p.stage_iterations != first.stage_iterations:
@@ -277,6 +280,7 @@ def _build(parts: tuple[ReportedJob, ...], known: dict[str, int]) -> _Built:
                 log.warning("flow %s names a host outside the config; ignored", fid)
                 continue
             flows.setdefault((f.src_host, fid), f)
+    flows = flows or _ring_prior(parts, [h for h in hosts if h in known])
     ordered = [flows[k] for k in sorted(flows)]
     inbound = [inbound_of(f.flow_id, f.src_host) for f in ordered]
     return _Built(
@@ -288,6 +292,28 @@ def _build(parts: tuple[ReportedJob, ...], known: dict[str, int]) -> _Built:
         [known[x[0]] if x is not None and x[0] in known else -1 for x in inbound],
         [x[1] if x is not None else "" for x in inbound],
     )
+
+
+def _ring_prior(
+    parts: tuple[ReportedJob, ...], hosts: list[str]
+) -> dict[tuple[str, str], ReportedFlow]:
+    """A ring all-reduce job that declared its model size but reported no flow yet (its
+    connections are not up, so no agent knows its peers): its hosts, in name order, as
+    the ring, each sending 2(W-1)/W of the model per iteration to the next. Its stages
+    are then ordered from registration, not from its first connections; the flows the
+    agents measure replace these as soon as they report them. Host flows, so the agents
+    accept them for a job known by its processes or its cgroup."""
+    first = parts[0]
+    if len(hosts) < 2 or any(p.arch != "ring" or p.model_bytes <= 0 for p in parts):
+        return {}
+    w = len(hosts)
+    size = 2 * (w - 1) / w * first.model_bytes
+    out = {}
+    for i, src in enumerate(hosts):
+        dst = hosts[(i + 1) % w]
+        fid = host_flow_id(first.cojob_id, first.job_id, dst)
+        out[(src, fid)] = ReportedFlow(fid, src, dst, size)
+    return out
 
 
 def inbound_of(fid: str, src: str) -> tuple[str, str] | None:

@@ -360,3 +360,21 @@ def test_a_progress_only_cycle_patches_the_hosts_whose_bands_moved_and_keeps_the
     assert second.plans["h1"] is not first.plans["h1"]
     assert second.plans["h3"] is first.plans["h3"]
     assert second.plans == plan_hosts(model, Planner("grouper", QueueConfig(), 0.0), 1.0).plans
+
+
+def test_a_ring_job_with_a_declared_model_is_ordered_before_its_connections():
+    """Registered with ``--arch ring --model-bytes`` on two hosts, no connection yet: the
+    coordinator orders its stages at once, as a ring over the hosts that run it."""
+
+    def ring(done=0):
+        template = ReportedJob("R", "j", "ring", (4, 8), 1e6, 0.0, 0.0, {})
+        return JobReport(template, done, False)
+
+    model = merge_reports({"h1": [ring()], "h3": [ring()]}, ("h1", "h2", "h3"))
+    assert [c.cojob_id for c in model.cojobs] == ["R"]
+    assert model.flow_ids == ["R/j/h3:*", "R/j/h1:*"] and model.flow_src == ["h1", "h3"]
+    assert [f.bytes for f in model.cojobs[0].jobs[0].flows] == [1e6, 1e6]
+    planned = plan_hosts(model, fresh("grouper"), 0.0)
+    assert set(planned.plans["h1"]) == {"R/j/h3:*"}
+    # a job of one host, or one without a model size, has no prior: nothing to order
+    assert merge_reports({"h1": [ring()]}, ("h1", "h2")).cojobs == []
