@@ -304,7 +304,8 @@ class AgentCore:
                     await self.kernel.apply(rules)
                     self.rules = rules
         if measure:
-            self._map_cgroup_ids()  # cgroups made below a job's since the last second
+            if self.tracker.unknown_cgroup:  # a cgroup made below a job's, perhaps
+                self._map_cgroup_ids()
             self._measure()
             exited = {k for k, ps in self.procs.items() if not any(alive(p) for p in ps)}
             events = self.registry.reap(exited)

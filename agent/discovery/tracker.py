@@ -65,6 +65,7 @@ class Tracker:
     scans: int = 0  # process scans done (each costs a /proc walk)
     last_new: dict[JobKey, int] = field(default_factory=dict)  # scan that last found one
     by_cgroup: dict[int, JobKey] = field(default_factory=dict)  # jobs known by cgroup
+    unknown_cgroup: bool = False  # a new socket in a cgroup not in by_cgroup was seen
 
     def forget_foreign(self) -> None:
         """A job registered: sockets that belonged to nobody may now be its own."""
@@ -96,7 +97,10 @@ class Tracker:
             job = self.by_cgroup.get(s.cgroup_id) if self.by_cgroup else None
             if job is not None:  # a job known by its cgroup: no fd table to read
                 self._add(s, job, changed)
-            elif s.inode:
+                continue
+            if self.by_cgroup:  # perhaps a cgroup made below a job's since the last walk
+                self.unknown_cgroup = True
+            if s.inode:
                 ours.append(s)
             # inode 0: established but not yet accept()ed, so no process holds it yet.
             # Not foreign, just not known: it is new again at the next refresh.
@@ -112,6 +116,7 @@ class Tracker:
     def set_cgroups(self, by_cgroup: dict[int, JobKey]) -> None:
         """Cgroup ids (a job's cgroup and those below it) -> job. Sockets written off
         as nobody's may be in a cgroup that is new here: they are looked at again."""
+        self.unknown_cgroup = False
         if by_cgroup != self.by_cgroup:
             self.by_cgroup = dict(by_cgroup)
             self.foreign.clear()

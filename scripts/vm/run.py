@@ -100,6 +100,14 @@ mount -t proc proc $R/proc && mount -t sysfs sys $R/sys && mount -t devtmpfs dev
 mkdir -p $R/dev/pts $R/dev/shm && mount -t devpts devpts $R/dev/pts
 mount -t tmpfs tmpfs $R/dev/shm && mount -t tmpfs tmpfs $R/run && mount -t tmpfs tmpfs $R/tmp
 mount -t cgroup2 cgroup2 $R/sys/fs/cgroup
+# a working directory under /tmp or /run (a CI clone, say) is hidden by the fresh mounts
+# above: it gets a writable overlay of its own over the host's copy
+CWD=@CWD@
+case "$CWD" in /tmp/*|/run/*)
+    mkdir -p /rw/cwd-upper /rw/cwd-work "$R$CWD"
+    mount -t overlay -o "lowerdir=/lower$CWD,upperdir=/rw/cwd-upper,workdir=/rw/cwd-work" \
+        cwd "$R$CWD" ;;
+esac
 mkdir -p "$R$OUT" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out "$R$OUT"
 cp /vm-command $R/run/vm-command
 echo /modprobe > /proc/sys/kernel/modprobe
@@ -121,11 +129,12 @@ exec /bin/busybox chroot /newroot /sbin/modprobe -d "$KDIR" "$@"
 """
 
 
-def initramfs(kdir: Path, release: str, command: str, env: dict[str, str]) -> bytes:
+def initramfs(kdir: Path, release: str, command: str, env: dict[str, str], cwd: Path) -> bytes:
     moddir = kdir / "lib" / "modules" / release
     mods = module_order(moddir, MODULES)
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     init = INIT.replace("@OUT@", shlex.quote(env["GROUPER_VM_OUT"]))
+    init = init.replace("@CWD@", shlex.quote(str(cwd)))
     entries: list[tuple[str, int, bytes]] = [
         (d, 0o40755, b"") for d in ("bin", "dev", "proc", "sys", "modules")
     ]
@@ -184,8 +193,9 @@ class Vm:
         (self.out / STATUS).unlink(missing_ok=True)
         guest_env = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb"}
         guest_env |= (env or {}) | {"GROUPER_VM_OUT": str(self.out)}
-        command = f"cd {shlex.quote(str(cwd or Path.cwd()))} && exec {shlex.join(argv)}"
-        image = initramfs(self.kdir, self.release, command, guest_env)
+        where = (cwd or Path.cwd()).resolve()
+        command = f"cd {shlex.quote(str(where))} && exec {shlex.join(argv)}"
+        image = initramfs(self.kdir, self.release, command, guest_env, where)
         (self.work / "initramfs.cpio").write_bytes(image)
         self.qemu = qemu_argv(self.kdir, self.release, self.work, self.out, cpus, mem)
         self.proc: subprocess.Popen | None = None
