@@ -25,26 +25,26 @@ grouper/v1/%_pb2.py: proto/grouper/v1/%.proto proto/generate.py $(VENV)/.install
 
 protos: $(GENERATED)
 
-# Everything from requirements/dev.lock (hashes checked, no resolution), then this
+# Everything from requirements.txt (hashes checked, no resolution), then this
 # project itself without its dependencies and without a build environment of its own.
 # pip is the one Python 3.11 brings (not upgraded), so its behaviour does not float.
-$(VENV)/.installed: requirements/dev.lock pyproject.toml
+$(VENV)/.installed: requirements.txt pyproject.toml
 	bash scripts/setup-system.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/$(PIP_LOCKED) requirements/dev.lock
+	$(BIN)/$(PIP_LOCKED) requirements.txt
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 # Refresh the locks from pyproject.toml's ranges to the newest releases they allow (what
-# `make test-newest` tested; see docs/install.md). dev.lock is
-# everything `make setup` installs; hosts.lock (an operator's hosts) and client.lock
+# `make test-newest` tested; see docs/install.md). requirements.txt is
+# everything `make setup` installs; requirements/hosts.txt (operators) and client.txt
 # (training environments) are constrained to it, so all three agree.
 UV_COMPILE := $(BIN)/uv pip compile -q --generate-hashes --no-header --python-version 3.11
 lock: $(VENV)/.installed
 	$(UV_COMPILE) --upgrade pyproject.toml --extra test --extra torch --extra optuna --extra dask \
-		--find-links /opt/wheels -c requirements/torch.txt -o requirements/dev.lock
-	$(UV_COMPILE) pyproject.toml -c requirements/dev.lock -o requirements/hosts.lock
-	$(UV_COMPILE) client/pyproject.toml -c requirements/dev.lock -o requirements/client.lock
+		--find-links /opt/wheels -c requirements/torch.txt -o requirements.txt
+	$(UV_COMPILE) pyproject.toml -c requirements.txt -o requirements/hosts.txt
+	$(UV_COMPILE) client/pyproject.toml -c requirements.txt -o requirements/client.txt
 
 # Drift seen before it lands: the newest (or the oldest) releases pyproject.toml's
 # ranges allow, in a venv of their own, running the unit layer.

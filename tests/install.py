@@ -4,7 +4,7 @@ kernel test of the client against a real agent).
 
 Wheels are built without build isolation, from the dev venv's locked setuptools and
 grpcio-tools, so the build is offline and the stubs come from the pinned generator.
-Dependencies come from requirements/*.lock with their hashes checked.
+Dependencies come from requirements.txt and requirements/*.txt with their hashes checked.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def test_client_wheel_holds_only_the_training_side(wheels):
 
 
 def test_full_wheel_in_a_clean_venv_runs_the_commands(wheels, tmp_path):
-    bin_ = make_venv(tmp_path / "venv", "hosts.lock", wheels["full"])
+    bin_ = make_venv(tmp_path / "venv", "hosts.txt", wheels["full"])
     grouper = str(bin_ / "grouper")
 
     def run(*args):
@@ -98,7 +98,7 @@ def train(python: Path, socket: Path, cwd: Path) -> tuple[int, int, str]:
 
 @pytest.fixture(scope="module")
 def client_venv(wheels, tmp_path_factory):
-    return make_venv(tmp_path_factory.mktemp("client") / "venv", "client.lock", wheels["client"])
+    return make_venv(tmp_path_factory.mktemp("client") / "venv", "client.txt", wheels["client"])
 
 
 def test_client_venv_has_grpc_and_protobuf_only(client_venv):
@@ -143,7 +143,7 @@ def test_client_run_bad_input_is_one_line_exit_2(client_venv, tmp_path):
 def test_client_with_an_old_protobuf_warns_once_and_training_goes_on(wheels, tmp_path):
     """The stubs refuse protobuf 6 at import (a VersionError): one warning, no raise."""
     venv = tmp_path / "old"
-    bin_ = make_venv(venv, "client.lock", wheels["client"], extra=(OLD_PROTOBUF,))
+    bin_ = make_venv(venv, "client.txt", wheels["client"], extra=(OLD_PROTOBUF,))
     sock = tmp_path / "agent.sock"
     sock.touch()  # a socket path is there, so the client gets as far as the stubs
     done, warned, message = train(bin_ / "python", sock, tmp_path)
