@@ -79,6 +79,18 @@ class Cgroups:
         except OSError:
             return False
 
+    def remove_tree(self, path: str) -> None:
+        """Remove the cgroup at ``path`` and every cgroup below it, deepest first; a
+        process still in one is moved to the cgroup2 root first."""
+        top = self.directory(path)
+        for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            try:
+                for pid in Path(d, "cgroup.procs").read_text().split():
+                    Path(self.mount, "cgroup.procs").write_text(pid)
+                os.rmdir(d)
+            except OSError:
+                continue
+
     def subtree_ids(self, ref: CgroupRef) -> set[int]:
         """Ids of the cgroup and every cgroup below it (their traffic is the job's)."""
         out: set[int] = set()

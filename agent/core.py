@@ -207,15 +207,17 @@ class AgentCore:
         gone = set(self.cgroup_refs) - set(want)
         for key in gone:
             self._release(key, self.cgroup_refs.pop(key).path)
+        new = [k for k in want if k not in self.cgroup_refs]
+        if cgroups is None or not (gone or new):
+            return gone  # a progress report, say: the same cgroups, nothing to walk
         vanished = set()
-        for key, path in want.items():
-            if key not in self.cgroup_refs and cgroups is not None:
-                try:
-                    self.cgroup_refs[key] = cgroups.resolve(path)
-                except ConfigError:  # removed since it registered
-                    vanished.add(key)
+        for key in new:
+            try:
+                self.cgroup_refs[key] = cgroups.resolve(want[key])
+            except ConfigError:  # removed since it registered
+                vanished.add(key)
         self.hub.publish(self.registry.reap(vanished))
-        if self.watch is not None and cgroups is not None:
+        if self.watch is not None:
             self.watch.watch_parents(cgroups.directory(r.path) for r in self.cgroup_refs.values())
         self._map_cgroup_ids()
         return gone

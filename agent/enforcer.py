@@ -85,18 +85,16 @@ class Enforcer:
         A change to a cgroup rule replaces the whole table (also one transaction): the
         kernel resolves cgroup paths when rules load, and cannot delete an element whose
         cgroup is gone."""
-        changed = nft_rules.count_changes(self.rules, rules)
-        if not changed:
+        old = self.rules
+        diff = nft_rules.changed_keys(old, rules)
+        if not diff:
             return 0
-        diff = self.rules.keys() ^ rules.keys() | {
-            k for k in rules.keys() & self.rules.keys() if rules[k] != self.rules[k]
-        }
         if any(nft_cgroup.is_cgroup_key(k) for k in diff):
             self._replace(rules)
         else:
-            self.nft.run(nft_rules.render_changes(self.rules, rules, self.layout))
+            self.nft.run(nft_rules.render_changes(old, rules, self.layout))
             self.rules = dict(rules)
-        return changed
+        return len(diff)
 
     def reload(self) -> None:
         """Load the rules in force again: a job's cgroup was made again under its name,

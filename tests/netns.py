@@ -380,3 +380,28 @@ class NetStar:
                 p.wait(timeout=10)
         for ns in self._made:
             sh("ip", "netns", "del", ns, check=False)
+
+
+def ipv6_pair_config(pair: NetPair, path: Path, a6: str, b6: str) -> Path:
+    """IPv6 addresses on the pair's NICs and a cluster config at ``path`` giving hosts
+    a and b those ``address6``."""
+    for ns, nic, addr in ((pair.a, pair.nic_a, a6), (pair.b, pair.nic_b, b6)):
+        sh("ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", nic, "nodad")
+    cluster_yaml(path, [("a", pair.addr_a, pair.nic_a, 30.0), ("b", pair.addr_b, pair.nic_b, 30.0)])
+    data = yaml.safe_load(path.read_text())
+    data["hosts"][0]["address6"], data["hosts"][1]["address6"] = a6, b6
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+SINK6 = (
+    "import socket\ns = socket.socket(socket.AF_INET6)\ns.bind(('::', 0))\ns.listen(4)\n"
+    "print(s.getsockname()[1], flush=True)\nc, _ = s.accept()\n"
+    "while c.recv(65536): pass\n"
+)
+
+
+def ipv6_sink(pair: NetPair) -> int:
+    """An IPv6 TCP sink on host b (one connection); its port."""
+    proc = pair.popen(pair.b, sys.executable, "-c", SINK6, stdout=subprocess.PIPE, text=True)
+    return int(proc.stdout.readline())

@@ -125,7 +125,7 @@ class Testbed:
         for ns in (self.a, self.b):
             subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
         if self.cgroups is not None:
-            _remove_tree(self.cgroups.directory(self.cg_root), self.cgroups.mount)
+            self.cgroups.remove_tree(self.cg_root)
         self.tmp.cleanup()
 
     def _ip(self, *args: str) -> None:
@@ -365,17 +365,6 @@ def _plan(api: Any, version: int, jobs: list[tuple[str, str, int, str]], band: i
     res = api.ApplyPlan(plan, timeout=30)
     if not res.applied:
         raise RuntimeError(f"plan refused: {res.error}")
-
-
-def _remove_tree(top: str, mount: str) -> None:
-    """Remove a tree of cgroups, moving any process still in one to the root."""
-    for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
-        try:
-            for pid in Path(d, "cgroup.procs").read_text().split():
-                Path(mount, "cgroup.procs").write_text(pid)
-            os.rmdir(d)
-        except OSError:
-            continue
 
 
 def _p99(n: int) -> int:

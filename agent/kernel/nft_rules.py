@@ -161,7 +161,7 @@ def render_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule], layout: B
             out.append(f"delete element {FAMILY} {TABLE} ours_{match} {{ {', '.join(gone)} }}")
         if came:
             out.append(f"add element {FAMILY} {TABLE} ours_{match} {{ {', '.join(came)} }}")
-    diff = [k for k in old.keys() | new.keys() if old.get(k) != new.get(k)]
+    diff = changed_keys(old, new)
     for field in ("band", "dscp"):
         for match in MATCHES:
             dels, adds = [], []
@@ -196,8 +196,13 @@ def _element(key: RuleKey) -> str:
     return " . ".join(str(x) for x in key[1:])
 
 
+def changed_keys(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule]) -> list[RuleKey]:
+    """Keys added, removed or given another rule."""
+    return [k for k in old.keys() | new.keys() if old.get(k) != new.get(k)]
+
+
 def count_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule]) -> int:
-    return sum(1 for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    return len(changed_keys(old, new))
 
 
 def delete_table() -> str:

@@ -20,7 +20,7 @@ import grpc
 import pytest
 from scapy.all import IP, TCP
 
-from agent.cgroups import JOBS_ROOT, cgroup2_mount
+from agent.cgroups import JOBS_ROOT, Cgroups, cgroup2_mount
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.kernel.agent_calls import apply, collect
@@ -71,12 +71,9 @@ def cgroups():
         return d
 
     yield make
-    for d in sorted({p for m in made for p in [m, *m.parents] if str(p).startswith(MOUNT + "/gk")},
-                    key=lambda p: -len(p.parts)):  # fmt: skip
-        if d.exists():
-            for pid in (d / "cgroup.procs").read_text().split():
-                (Path(MOUNT) / "cgroup.procs").write_text(pid)
-            d.rmdir()
+    tree = Cgroups(MOUNT)
+    for top in {"/" + str(d.relative_to(MOUNT)).split("/")[0] for d in made}:
+        tree.remove_tree(top)  # the test's own /gk... tree
 
 
 def register(agent, cgroup: str, job: str = "j1", **kw) -> pb.Ack:
@@ -118,12 +115,30 @@ def sink(pair) -> int:
     return int(words[1])
 
 
+def plan_job(agent, path: str) -> None:
+    """Job c1/j1, known by the cgroup ``path``, planned in BAND toward host b."""
+    assert register(agent, path).ok
+    assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
+
+
+def sent_in_band(pair, port: int, n: int, directory: Path, what: str) -> None:
+    """``n`` connections from a process in ``directory``: all their bytes in BAND."""
+    before = band_bytes(pair.a, pair.nic_a, BAND)
+    _, sent = short_connections(pair, port, n, directory)
+    assert band_bytes(pair.a, pair.nic_a, BAND) - before >= sent, what
+
+
 @pytest.fixture
 def cg_agent(agent_env):
-    def start():
+    """An agent entered with nsenter; given a cgroup path, with job c1/j1 planned in it."""
+
+    def start(path: str | None = None):
         agent = agent_env()
         agent.nsenter = True
-        return agent.start()
+        agent.start()
+        if path is not None:
+            plan_job(agent, path)
+        return agent
 
     return start
 
@@ -137,9 +152,7 @@ def test_short_connections_of_a_cgroup_job_are_classified_from_the_first_packet(
     control DSCP, none DSCP 0; a process outside the cgroup is untouched."""
     path = manager_layouts(uuid.uuid4().hex[:6])["slurm"]
     step = cgroups(path)
-    agent = cg_agent()
-    assert register(agent, path).ok
-    assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
+    cg_agent(path)
     port = sink(pair)
     read = start_capture(pair, tmp_path / "rx.pcap", "tcp")
     before = band_bytes(pair.a, pair.nic_a, BAND)
@@ -167,17 +180,12 @@ def test_each_managers_cgroup_layout_is_matched_at_its_level(pair, cg_agent, cgr
     path = manager_layouts(uuid.uuid4().hex[:6])[manager]
     cgroups(path)
     leaf = cgroups(path + "/task_0")
-    agent = cg_agent()
-    assert register(agent, path).ok
-    assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
+    cg_agent(path)
     level = path.count("/")
     maps = {o["map"]["name"]: o["map"] for o in nft_json(pair.a) if "map" in o}
     (elem,) = maps[f"band_cg4_{level}"]["elem"]
     assert elem[0]["concat"][1] == pair.addr_b
-    port = sink(pair)
-    before = band_bytes(pair.a, pair.nic_a, BAND)
-    _, sent = short_connections(pair, port, 3, leaf)
-    assert band_bytes(pair.a, pair.nic_a, BAND) - before >= sent
+    sent_in_band(pair, sink(pair), 3, leaf, "a cgroup below the job's is the job's")
 
 
 def test_a_cgroup_removed_and_made_again_is_followed_and_one_left_gone_ends_its_job(
@@ -185,16 +193,12 @@ def test_a_cgroup_removed_and_made_again_is_followed_and_one_left_gone_ends_its_
 ):
     path = manager_layouts(uuid.uuid4().hex[:6])["systemd"]
     unit = cgroups(path)
-    agent = cg_agent()
-    assert register(agent, path).ok
-    assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
+    agent = cg_agent(path)
     port = sink(pair)
     unit.rmdir()
     unit.mkdir()  # the unit restarted: same name, a new cgroup id
     time.sleep(2.0)  # the agent's grace (1 s) and its reload
-    before = band_bytes(pair.a, pair.nic_a, BAND)
-    _, sent = short_connections(pair, port, 3, unit)
-    assert band_bytes(pair.a, pair.nic_a, BAND) - before >= sent, "the new cgroup is matched"
+    sent_in_band(pair, port, 3, unit, "the new cgroup is matched")
     assert not [j for j in collect(agent).jobs if j.finished]
     unit.rmdir()
     deadline = time.monotonic() + 5
@@ -262,36 +266,18 @@ def test_a_cgroup_of_another_job_is_refused(pair, cg_agent, cgroups):
 def test_an_ipv6_connection_of_a_cgroup_job_carries_its_traffic_class(pair, cgroups, tmp_path):
     """Hosts with an ``address6``: the ``cg6_`` map steers the job's IPv6 traffic, from
     its first data packet, with the planned traffic class."""
-    import yaml
-
-    from tests.netns import AgentProc, cluster_yaml, sh
+    from tests.netns import AgentProc, ipv6_pair_config, ipv6_sink
 
     a6, b6 = "fd00:78::1", "fd00:78::2"
-    for ns, nic, addr in ((pair.a, pair.nic_a, a6), (pair.b, pair.nic_b, b6)):
-        sh("ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", nic, "nodad")
-    cfg = cluster_yaml(
-        tmp_path / "cluster.yaml",
-        [("a", pair.addr_a, pair.nic_a, 30.0), ("b", pair.addr_b, pair.nic_b, 30.0)],
-    )
-    data = yaml.safe_load(cfg.read_text())
-    data["hosts"][0]["address6"], data["hosts"][1]["address6"] = a6, b6
-    cfg.write_text(yaml.safe_dump(data))
+    cfg = ipv6_pair_config(pair, tmp_path / "cluster.yaml", a6, b6)
     path = manager_layouts(uuid.uuid4().hex[:6])["systemd"]
     unit = cgroups(path)
     agent = AgentProc(pair, pair.a, "a", cfg, tmp_path)
     agent.nsenter = True
     agent.start()
     try:
-        assert register(agent, path).ok
-        assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
-        sink6 = pair.popen(
-            pair.b, sys.executable, "-c",
-            "import socket\ns = socket.socket(socket.AF_INET6)\ns.bind(('::', 0))\ns.listen(4)\n"
-            "print(s.getsockname()[1], flush=True)\nc, _ = s.accept()\n"
-            "while c.recv(65536): pass\n",
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        port = int(sink6.stdout.readline())
+        plan_job(agent, path)
+        port = ipv6_sink(pair)
         read = start_capture(pair, tmp_path / "rx6.pcap", "ip6 and tcp")
         job = pair.popen(
             pair.a, sys.executable, "-c",

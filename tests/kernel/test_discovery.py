@@ -22,7 +22,7 @@ from agent.kernel.layout import BandLayout
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.kernel.test_agent import TABLE, apply, collect
-from tests.netns import GROUPER, nft_json, root_qdisc, sh
+from tests.netns import GROUPER, ROOT, nft_json, root_qdisc, sh
 
 BAND = 2
 RECLASSIFY_BOUND = 1.0  # seconds; the bench measures the real figure (p99 ~0.13 s)
@@ -181,12 +181,15 @@ def test_bad_pids_are_refused_with_the_field_named(pair, agent_env):
     assert not ack.ok and ack.error.startswith("pids[0]: no running process")
 
 
-def test_job_started_with_grouper_run(pair, agent_env, receiver, capture):
-    agent = agent_env().start()
+def job_under_grouper_run(pair, agent, receiver, capture, grouper: list[str], python: str,
+                          cwd: str | None = None) -> subprocess.Popen:  # fmt: skip
+    """``grouper`` (the launcher's argv) runs tests/job_tool.py with ``python``: the job
+    registers, its connection is classified and marked, its progress and its end reach
+    the agent. Returns the finished launcher."""
     run = pair.popen(
-        pair.a, *GROUPER, "run", "--cojob", "c1", "--job", "j1", "--stages", "100000",
-        "--socket", str(agent.registry), "--", sys.executable, "tests/job_tool.py", pair.addr_b,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        pair.a, *grouper, "run", "--cojob", "c1", "--job", "j1", "--stages", "100000",
+        "--socket", str(agent.registry), "--", python, str(ROOT / "tests" / "job_tool.py"),
+        pair.addr_b, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=cwd,
     )  # fmt: skip
     deadline = time.monotonic() + 10
     while not [j for j in collect(agent).jobs if j.job.job_id == "j1"]:
@@ -202,6 +205,12 @@ def test_job_started_with_grouper_run(pair, agent_env, receiver, capture):
     (state,) = [j for j in collect(agent).jobs if j.job.job_id == "j1"]
     assert state.finished, "the launcher reports the job finished when the command exits"
     assert state.iterations_done > 0, "the client under grouper run reported progress"
+    return run
+
+
+def test_job_started_with_grouper_run(pair, agent_env, receiver, capture):
+    agent = agent_env().start()
+    job_under_grouper_run(pair, agent, receiver, capture, GROUPER, sys.executable, cwd=ROOT)
     deadline = time.monotonic() + 2.0  # the next discovery round (100 ms) removes them
     while conn_elements(pair.a):
         assert time.monotonic() < deadline, "a finished job's connections stayed in the kernel"
@@ -211,30 +220,13 @@ def test_job_started_with_grouper_run(pair, agent_env, receiver, capture):
 def test_an_ipv6_connection_of_the_job_is_classified(pair, tmp_path):
     """Hosts with an ``address6``: the job's IPv6 connection gets its element in the
     ``conn6`` map and its packets the planned traffic class on the wire."""
-    import yaml
-
-    from tests.netns import AgentProc, cluster_yaml
+    from tests.netns import AgentProc, ipv6_pair_config, ipv6_sink
 
     a6, b6 = "fd00:77::1", "fd00:77::2"
-    for ns, nic, addr in ((pair.a, pair.nic_a, a6), (pair.b, pair.nic_b, b6)):
-        sh("ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", nic, "nodad")
-    cfg = cluster_yaml(
-        tmp_path / "cluster.yaml",
-        [("a", pair.addr_a, pair.nic_a, 30.0), ("b", pair.addr_b, pair.nic_b, 30.0)],
-    )
-    data = yaml.safe_load(cfg.read_text())
-    data["hosts"][0]["address6"], data["hosts"][1]["address6"] = a6, b6
-    cfg.write_text(yaml.safe_dump(data))
+    cfg = ipv6_pair_config(pair, tmp_path / "cluster.yaml", a6, b6)
     agent = AgentProc(pair, pair.a, "a", cfg, tmp_path).start()
     try:
-        sink = pair.popen(
-            pair.b, sys.executable, "-c",
-            "import socket\ns = socket.socket(socket.AF_INET6)\ns.bind(('::', 0))\ns.listen(4)\n"
-            "print(s.getsockname()[1], flush=True)\nc, _ = s.accept()\n"
-            "while c.recv(65536): pass\n",
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        port = int(sink.stdout.readline())
+        port = ipv6_sink(pair)
         read = start_capture(pair, tmp_path / "rx6.pcap", "ip6 and tcp")
         job = pair.popen(
             pair.a, sys.executable, "-c",
