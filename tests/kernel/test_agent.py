@@ -10,10 +10,11 @@ import sys
 import time
 
 import pytest
-from scapy.all import IP, TCP, rdpcap
+from scapy.all import IP, TCP
 
 from agent.kernel.layout import HANDLE_MAJOR, BandLayout
 from pda.priorities import QueueConfig
+from tests.capture import Capture
 from tests.kernel.agent_calls import apply, collect, register
 from tests.netns import (
     backend_params,
@@ -114,17 +115,6 @@ def test_bands_split_bottleneck_and_swap_within_a_second(pair, agent_env, backen
     assert root_qdisc(pair.a, pair.nic_a)["handle"] == handle_before
 
 
-def capture(pair, tmp_path, ns: str, nic: str):
-    """tcpdump on ``nic`` in ``ns``; returns (process, pcap path)."""
-    pcap = tmp_path / f"{nic}.pcap"
-    dump = pair.popen(
-        ns, "tcpdump", "--immediate-mode", "-Z", "root", "-i", nic, "-U", "-w", str(pcap), "tcp",
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    time.sleep(1.0)
-    return dump, pcap
-
-
 @BACKENDS
 def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
     agent = agent_env(backend=backend).start()
@@ -133,16 +123,13 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
     plan = [(f"c1/j1/b:{p}", band, TABLE[band]) for band, p in enumerate(ports, start=1)]
     assert apply(agent, 1, plan).applied
     pair.sink(pair.b, *ports, 7070)
-    dump, pcap = capture(pair, tmp_path, pair.b, pair.nic_b)
+    cap = Capture(pair.popen, pair.b, pair.nic_b, tmp_path / "b.pcap")
     for p in [*ports, 7070]:  # 7070 is the agent port: control traffic, band 0
         pair.run(pair.a, sys.executable, "tests/tcp_tool.py", "send", pair.addr_b, str(p), "20000")
-    time.sleep(0.5)
-    dump.send_signal(signal.SIGINT)
-    dump.wait(timeout=10)
     seen: dict[int, set[int]] = {}
     acks: set[int] = set()
     setup: set[int] = set()
-    for pkt in rdpcap(str(pcap)):
+    for pkt in cap.stop():
         if IP not in pkt or TCP not in pkt or pkt[IP].dst != pair.addr_b:
             continue
         if len(pkt[TCP].payload) > 0:
@@ -158,12 +145,12 @@ def test_dscp_on_the_wire_for_every_band(pair, agent_env, tmp_path, backend):
     assert setup == {TABLE[0]}, "SYN and FIN segments ride the control band"
 
 
-def dscp_by_kind(pcap, src: str) -> dict[tuple[str, int], set[int]]:
+def dscp_by_kind(packets: list, src: str) -> dict[tuple[str, int], set[int]]:
     """(kind, port) -> DSCPs seen from ``src``; kind is "data" or "tiny" (pure ACK, SYN,
     FIN, RST); port is the destination port for data and the lower of the two for tiny
     segments (our ports are below the ephemeral range)."""
     out: dict[tuple[str, int], set[int]] = {}
-    for pkt in rdpcap(str(pcap)):
+    for pkt in packets:
         if IP not in pkt or TCP not in pkt or pkt[IP].src != src:
             continue
         t = pkt[TCP]
@@ -183,16 +170,13 @@ def test_only_our_connections_acks_and_handshakes_are_remarked(pair, agent_env, 
     assert apply(agent, 1, [("c1/j1/b:6001", 1, TABLE[1])], inbound=[("b", 6300)]).applied
     pair.sink(pair.b, 6001, 6002)
     pair.sink(pair.a, 6300, 6301)
-    dump, pcap = capture(pair, tmp_path, pair.b, pair.nic_b)
+    cap = Capture(pair.popen, pair.b, pair.nic_b, tmp_path / "b.pcap")
     tool = (sys.executable, "tests/tcp_tool.py", "send")
     pair.run(pair.a, *tool, pair.addr_b, "6001", "300000")
     pair.run(pair.a, *tool, pair.addr_b, "6002", "300000", "--tos", str(34 << 2))
     pair.run(pair.b, *tool, pair.addr_a, "6300", "300000")
     pair.run(pair.b, *tool, pair.addr_a, "6301", "300000")
-    time.sleep(0.5)
-    dump.send_signal(signal.SIGINT)
-    dump.wait(timeout=10)
-    seen = dscp_by_kind(pcap, pair.addr_a)
+    seen = dscp_by_kind(cap.stop(), pair.addr_a)
     assert seen[("data", 6001)] == {TABLE[1]}
     assert seen[("tiny", 6001)] == {TABLE[0]}, "our flow's ACKs and handshakes: control"
     assert seen[("tiny", 6300)] == {TABLE[0]}, "ACKs of an inbound flow of ours: control"

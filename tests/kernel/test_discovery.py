@@ -9,18 +9,18 @@ the bytes in the planned band, and a tcpdump capture read with scapy for the DSC
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
 
 import grpc
 import pytest
-from scapy.all import IP, TCP, rdpcap
+from scapy.all import IP, TCP
 
 from agent.kernel.layout import BandLayout
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
+from tests.capture import Capture
 from tests.kernel.test_agent import TABLE, apply, collect
 from tests.netns import GROUPER, ROOT, nft_json, root_qdisc, sh
 
@@ -68,19 +68,8 @@ def receiver(pair):
 
 
 def start_capture(pair, path, bpf: str):
-    """tcpdump on host b's NIC; the returned function stops it and reads the packets."""
-    dump = pair.popen(
-        pair.b, "tcpdump", "--immediate-mode", "-Z", "root", "-i", pair.nic_b, "-U",
-        "-w", str(path), bpf, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    time.sleep(1.0)
-
-    def read() -> list:
-        dump.send_signal(signal.SIGINT)
-        dump.wait(timeout=10)
-        return list(rdpcap(str(path)))
-
-    return read
+    """A capture on host b's NIC; the returned function stops it and reads the packets."""
+    return Capture(pair.popen, pair.b, pair.nic_b, path, bpf).stop
 
 
 @pytest.fixture
