@@ -101,12 +101,14 @@ def _build_core(
         control_ports=cfg.control_ports,
         multiqueue=opts.multiqueue,
     )
+    cgroups, why = _cgroups(kernel)
     registry = Registry(
         opts.state_file,
         known_hosts={h.name for h in cfg.hosts},
         host=opts.host,
         host_of=cfg.host_of,
-        cgroups=_cgroups(kernel),
+        cgroups=cgroups,
+        no_cgroups=why,
     )
     core = AgentCore(
         opts.host,
@@ -119,7 +121,6 @@ def _build_core(
         tracker=Tracker(opts.host, cfg.host_of, diag),
         addresses6={host: a for a, host in cfg.host_of.items() if ":" in a},
     )
-    cgroups = registry.cgroups
     metrics.backend.labels(opts.host, kernel.backend).set(1)
     metrics.discovery.labels(opts.host, "pids").set(1)
     metrics.discovery.labels(opts.host, "cgroup").set(int(cgroups is not None))
@@ -132,8 +133,9 @@ def _build_core(
     return core, kernel
 
 
-def _cgroups(kernel: KernelThread) -> Cgroups | None:
-    """This host's cgroup2, when the agent can know jobs by cgroup here (said why not)."""
+def _cgroups(kernel: KernelThread) -> tuple[Cgroups | None, str]:
+    """This host's cgroup2 when the agent can know jobs by cgroup here, else None and
+    why not (logged, and said to jobs that give a cgroup)."""
     cgroups = Cgroups.probe()
     why = "" if cgroups else "no cgroup2 mount"
     if cgroups is not None and cgroups.nft_prefix is None:
@@ -143,8 +145,8 @@ def _cgroups(kernel: KernelThread) -> Cgroups | None:
         why = why and f"Linux {features.kernel_release()}: nftables socket cgroupv2: {why}"
     if why:
         log.warning("jobs known by pids only: %s", why)
-        return None
-    return cgroups
+        return None, why
+    return cgroups, ""
 
 
 def _listen_public(server: grpc.aio.Server, cfg: ClusterConfig, opts: AgentOptions) -> None:

@@ -54,9 +54,11 @@ class Registry:
         host_of: dict[str, str] | None = None,
         own_pid: int | None = None,
         cgroups: Cgroups | None = None,
+        no_cgroups: str = "no cgroup v2 mount",
     ) -> None:
         self.own_pid = os.getpid() if own_pid is None else own_pid  # never a job's
         self.cgroups = cgroups  # None: this host cannot know jobs by cgroup
+        self.no_cgroups = no_cgroups  # why not, when it cannot
         self.job_cgroups = JobCgroups(cgroups) if cgroups is not None else None
         self.jobs: dict[tuple[str, str], JobEntry] = {}
         self.generation = 0  # grows with every change
@@ -127,7 +129,7 @@ class Registry:
         if not entry.pids:
             raise ConfigError("own_cgroup", "needs the pids to move into the job's cgroup")
         if self.cgroups is None or self.job_cgroups is None:
-            raise ConfigError("own_cgroup", "this host has no cgroup v2 mount; give pids only")
+            raise ConfigError("own_cgroup", f"jobs known by pids only here: {self.no_cgroups}")
         entry.cgroup = job_cgroup_name(entry.cojob_id, entry.job_id)
         if old is not None and not old.finished and old.cgroup == entry.cgroup:
             return  # another rank of the job: it joins the job's cgroup
@@ -140,7 +142,7 @@ class Registry:
         if not entry.cgroup or entry.own_cgroup:
             return
         if self.cgroups is None:
-            raise ConfigError("cgroup", "this host has no cgroup v2 mount; give the job's pids")
+            raise ConfigError("cgroup", f"jobs known by pids only here: {self.no_cgroups}")
         if old is not None and old.cgroup and old.cgroup != entry.cgroup and not old.finished:
             raise ConfigError("cgroup", f"job {old.cojob_id}/{old.job_id} is in {old.cgroup!r}")
         self.cgroups.resolve(entry.cgroup, "cgroup")

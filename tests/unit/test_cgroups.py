@@ -98,9 +98,10 @@ def test_registry_refuses_a_cgroup_that_overlaps_another_jobs(tree):
     assert reg.by_cgroup("/other").job_id == "j2"
 
 
-def test_without_cgroup2_a_cgroup_registration_is_refused():
-    reg = Registry(known_hosts={"a"}, host="a", own_pid=-1, cgroups=None)
-    with pytest.raises(ConfigError, match="^cgroup: this host has no cgroup v2"):
+def test_without_cgroup_matching_a_cgroup_registration_is_refused_saying_why():
+    why = "Linux 6.1: nftables socket cgroupv2: No such file or directory"
+    reg = Registry(known_hosts={"a"}, host="a", own_pid=-1, cgroups=None, no_cgroups=why)
+    with pytest.raises(ConfigError, match=f"^cgroup: jobs known by pids only here: {why}"):
         reg.register({"cojob_id": "c", "job_id": "j", "arch": "flows",
                       "stage_iterations": [5], "cgroup": "/x"})  # fmt: skip
 
