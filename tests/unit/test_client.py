@@ -1,12 +1,13 @@
-"""grouper.client and grouper run against a real Registry servicer on a Unix socket
-(the agent's own gRPC code and registry, with no kernel), and with no agent at all."""
+"""grouper.client and grouper run against the agent's own RegistryServicer, AgentCore
+and Registry on a Unix socket (no kernel), and with no agent at all. (These tests once
+served a copy of the servicer written for them, which could agree with the client while
+the agent's code did not.)"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import warnings
-from concurrent import futures
 
 import grpc
 import pytest
@@ -18,66 +19,57 @@ from grouper.client import Job
 from grouper.v1 import agent_pb2_grpc as pbg
 
 
-class SyncRegistry(pbg.RegistryServicer):
-    """The agent's RegistryServicer logic over a sync server (same registry calls)."""
+class _NoKernel:
+    """The kernel the agent's core would program: nothing to program here."""
 
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        self.calls: list[str] = []
+    async def apply(self, rules: dict) -> int:
+        return len(rules)
 
-    def _do(self, kind: str, data: dict):
-        from common.errors import ConfigError
-        from grouper.v1 import agent_pb2 as pb
-
-        self.calls.append(kind)
-        handler = {
-            "register": self.registry.register,
-            "progress": self.registry.progress,
-            "job_finished": self.registry.job_finished,
-        }[kind]
-        try:
-            handler(data)
-        except ConfigError as exc:
-            return pb.Ack(ok=False, error=str(exc))
-        return pb.Ack(ok=True)
-
-    def RegisterJob(self, request, context):
-        from common.registration import registration_dict
-
-        return self._do("register", registration_dict(request))
-
-    def ReportProgress(self, request, context):
-        return self._do(
-            "progress",
-            {
-                "cojob_id": request.cojob_id,
-                "job_id": request.job_id,
-                "iterations_done": request.iterations_done,
-            },
-        )
-
-    def JobFinished(self, request, context):
-        return self._do(
-            "job_finished",
-            {"cojob_id": request.cojob_id, "job_id": request.job_id, "pids": list(request.pids)},
-        )
-
-
-assert issubclass(RegistryServicer, pbg.RegistryServicer)  # the agent serves the same API
+    async def counters(self) -> dict:
+        return {}
 
 
 @pytest.fixture
 def agent(tmp_path):
+    """The agent's own RegistryServicer over its AgentCore and Registry, served by
+    grpc.aio on a Unix socket from a thread of its own (as the agent's local server);
+    ``calls`` records each registry call the core applies, refused or not."""
+    import asyncio
+    import threading
+
+    from agent.core import AgentCore
+    from pda.priorities import QueueConfig
+
     # the agent is this test process, and so is the job: no pid is "the agent's own"
     reg = Registry(known_hosts={"a", "b"}, host="a", own_pid=-1)
-    servicer = SyncRegistry(reg)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    pbg.add_RegistryServicer_to_server(servicer, server)
+    core = AgentCore("a", reg, _NoKernel(), QueueConfig(), {"a": "10.0.0.1"}, plan_ttl=60)
+    calls: list[str] = []
+    applied = core.registry_call
+    core.registry_call = lambda kind, data, source="grpc": (  # type: ignore[method-assign]
+        calls.append(kind) or applied(kind, data, source)
+    )
     path = tmp_path / "agent.sock"
-    server.add_insecure_port(f"unix:{path}")
-    server.start()
-    yield path, reg, servicer
-    server.stop(grace=None)
+    loop = asyncio.new_event_loop()
+    ready, stop = threading.Event(), None
+
+    async def serve() -> None:
+        nonlocal stop
+        stop = asyncio.Event()
+        server = grpc.aio.server()
+        pbg.add_RegistryServicer_to_server(RegistryServicer(core), server)
+        server.add_insecure_port(f"unix:{path}")
+        await server.start()
+        ready.set()
+        await stop.wait()
+        await server.stop(grace=None)
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10), "the agent's registry server did not start"
+    yield path, reg, calls
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(10)
+    loop.close()
 
 
 @pytest.fixture(autouse=True)
@@ -100,7 +92,7 @@ def test_without_an_agent_the_job_is_a_no_op_and_warns_once(tmp_path):
 
 
 def test_a_job_registers_reports_progress_and_finishes(agent):
-    path, reg, servicer = agent
+    path, reg, calls = agent
     with Job("c", "j", [5, 5], socket=str(path), report_every=0.01) as job:
         assert job.active and job.error == ""
         for _ in range(5):
@@ -110,7 +102,7 @@ def test_a_job_registers_reports_progress_and_finishes(agent):
     entry = reg.jobs["c", "j"]
     assert entry.iterations_done == 7 and entry.stages_finished == 1
     assert entry.finished, "leaving the block finishes this participant"
-    assert servicer.calls[0] == "register" and servicer.calls[-1] == "job_finished"
+    assert calls[0] == "register" and calls[-1] == "job_finished"
 
 
 def test_the_weight_a_job_gives_reaches_the_agents_registry(agent):
@@ -140,7 +132,7 @@ def test_a_refusal_is_surfaced_and_training_continues(agent, caplog):
 
 
 def test_from_env_takes_the_ids_grouper_run_sets(monkeypatch, agent):
-    path, reg, servicer = agent
+    path, reg, calls = agent
     monkeypatch.setenv("GROUPER_COJOB", "c")
     monkeypatch.setenv("GROUPER_JOB", "j")
     monkeypatch.setenv("GROUPER_STAGES", "4,8")
@@ -154,7 +146,7 @@ def test_from_env_takes_the_ids_grouper_run_sets(monkeypatch, agent):
     )
     with job:
         job.step(4)
-    assert servicer.calls == ["progress"], "no second registration, no finish"
+    assert calls == ["progress"], "no second registration, no finish"
     assert reg.jobs["c", "j"].iterations_done == 4 and not reg.jobs["c", "j"].finished
     monkeypatch.delenv("GROUPER_JOB")
     with pytest.raises(RuntimeError, match="^GROUPER_JOB: not set"):
@@ -250,7 +242,7 @@ def test_the_plain_loop_reports_from_the_first_step_and_flushes_at_exit(how, age
     """No ``with``, no ``start()``, no ``close()``: the first step starts the job and the
     last progress (and, unless a launcher manages the job, its end) reaches the agent at
     exit."""
-    path, reg, servicer = agent
+    path, reg, calls = agent
     env = {"GROUPER_AGENT_SOCKET": str(path), "PATH": "/usr/bin:/bin"}
     if how == "env":
         env |= {"GROUPER_COJOB": "c", "GROUPER_JOB": "j", "GROUPER_STAGES": "4,8"}
