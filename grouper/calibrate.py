@@ -16,7 +16,7 @@ from common import validate as v
 from common.errors import ConfigError
 from common.output import table, write_json
 from pda.admission import ContentionModel
-from pda.calibration import Fit, Sample, fit_contention
+from pda.calibration import LEVEL, Fit, Sample, fit_contention
 from pda.priorities import QueueConfig
 from topologies.calibrate import measure, rounds, task_pairs
 from topologies.commands import load_experiment, spec_of
@@ -90,38 +90,55 @@ def calibrate(args: object) -> int:
     pair = about["hosts"]
     title = f"{about.get('experiment') or about['cluster']} {pair[0]}-{pair[1]}"
     files = [str(plot_fit(fit, out / "contention.png", title))]
-    m = fit.model
-    if args.write:
+    problems = fit.problems()
+    written = args.write if args.write and not problems else None
+    if written:
         try:
-            write_admission(Path(args.write), fit.model)
+            write_admission(Path(written), fit.model)
         except ConfigError:  # the measurement is not lost: it is printed first
+            m = fit.model
             print(f"grouper: measured a={m.a:.4g} b={m.b:.4g} eta={m.eta:.4g}", file=sys.stderr)
             raise
-    mbps = about["link_mbps"]
-    result = about | {
-        "pattern": args.pattern,
+    result = _result(fit, about, args.pattern, files, problems, written)
+    write_json(result, args.json)  # the measurement is kept even when it is not stored
+    if args.json != "-":
+        _print(fit, pair, files, problems, written)
+        print(f"goodput {result['goodput']:.3f} of the {about['link_mbps']:g} Mbit/s host links")
+    if args.write and problems:
+        more = f" (+{len(problems) - 1} more in the output)" if len(problems) > 1 else ""
+        raise ConfigError("--write", f"not written: {problems[0]}{more}")
+    return 0
+
+
+def _result(
+    fit: Fit, about: dict, pattern: str, files: list[str], problems: list[str], written: str | None
+) -> dict:
+    m = fit.model
+    return about | {
+        "pattern": pattern,
         "a": m.a,
         "b": m.b,
         "eta": m.eta,
         # 1 / b over the host link's rate: what the simulator's links move payload at
         # when it is given these constants (simulate / emulate --config)
-        "goodput": min(1.0, 8 / (m.b * mbps * 1e6)),
+        "goodput": min(1.0, 8 / (m.b * about["link_mbps"] * 1e6)),
         "raw": dict(zip(("a", "b", "eta"), fit.raw, strict=True)),
+        # LEVEL intervals of the raw values; null where no degree of freedom was left
+        "confidence": {"level": LEVEL}
+        | {n: iv and list(iv) for n, iv in zip(("a", "b", "eta"), fit.intervals, strict=True)},
         "share_threshold": m.share_threshold,
         "rms_relative_residual": fit.rms_relative,
         "max_relative_residual": fit.max_relative,
         "samples": list(fit.residuals),
+        "problems": problems,  # why the constants are not fit to store; [] if none
         "files": files,
-        "written": args.write,
+        "written": written,
     }
-    write_json(result, args.json)
-    if args.json != "-":
-        _print(fit, pair, files, args.write)
-        print(f"goodput {result['goodput']:.3f} of the {mbps:g} Mbit/s host links")
-    return 0
 
 
-def _print(fit: Fit, pair: tuple[str, str], files: list[str], written: str | None) -> None:
+def _print(
+    fit: Fit, pair: tuple[str, str], files: list[str], problems: list[str], written: str | None
+) -> None:
     rows = [
         [r["k"], f"{r['bytes'] / 1e6:g}", f"{r['measured'] * 1e3:.1f}",
          f"{r['predicted'] * 1e3:.1f}", f"{r['relative'] * 100:+.1f}%"]
@@ -134,4 +151,9 @@ def _print(fit: Fit, pair: tuple[str, str], files: list[str], written: str | Non
         f"(share threshold {m.share_threshold:.3f}); residuals rms "
         f"{fit.rms_relative * 100:.1f}%, max {fit.max_relative * 100:.1f}%"
     )
+    for name, raw, iv in zip(("a", "b", "eta"), fit.raw, fit.intervals, strict=True):
+        shown = f"{iv[0]:.3g} to {iv[1]:.3g}" if iv else "none (no residual left)"
+        print(f"  {name}: fit {raw:.4g}, {LEVEL:.0%} interval {shown}")
     print(f"plot: {files[0]}" + (f"; written to {written}" if written else ""))
+    for p in problems:
+        print(f"not fit to store: {p}")

@@ -1,28 +1,38 @@
 """``grouper calibrate`` on the emulated fabric: real TCP rings between two hosts, the
-fit written into a cluster config that check-config accepts."""
+fit reported with its residuals and confidence, and refused by ``--write`` (a fit pinned
+at its bounds is not a measurement; writing a sound fit is tested on synthetic data in
+``tests/unit/test_calibration.py``)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 
-import pytest
-
 from tests.netns import GROUPER, ROOT
 
 SAMPLE = ROOT / "docs" / "cluster.sample.yaml"
 
 
-def test_calibrate_measures_the_links_rate_and_writes_the_config(tmp_path):
+def test_calibrate_measures_the_links_rate_and_refuses_to_store_a_pinned_fit(tmp_path):
+    """The fabric's fit is measured and reported in full, but not written: k rings here
+    take at most k times one (eta pinned at 0), and two sizes leave a and b without
+    confidence. Exit 2, one line, the config untouched (the old test asserted
+    ``a >= 0 and eta >= 0``, which the clamp guaranteed whatever was measured)."""
     cfg = tmp_path / "cluster.yaml"
     cfg.write_text(SAMPLE.read_text())
     out = tmp_path / "cal.json"
-    subprocess.run(
+    proc = subprocess.run(
         [*GROUPER, "calibrate", "--sizes", "0.25,0.5", "--max-k", "3", "--reps", "2",
          "--out", str(tmp_path / "plot"), "--write", str(cfg), "--json", str(out)],
-        cwd=ROOT, check=True, timeout=240,
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("grouper: error: --write: not written: ")
+    assert proc.stderr.count("\n") == 1 and "try " in proc.stderr, proc.stderr
+    assert cfg.read_text() == SAMPLE.read_text(), "a refused fit leaves the config as it was"
     res = json.loads(out.read_text())
+    assert res["written"] is None and res["problems"][0] in proc.stderr
+    assert "a and b have no confidence" in " ".join(res["problems"])
     # builtin:small's host links are 20 Mbit/s: a two-host ring moves M bytes each way.
     # Measured b: 1.13-1.22 x this in full runs; one short run gave 0.97 x (a 0.25 MB
     # ring in 83 ms: the shaper's burst at the start of a transfer), and short runs while
@@ -30,10 +40,8 @@ def test_calibrate_measures_the_links_rate_and_writes_the_config(tmp_path):
     # the wire (a wrong chunk size) would be 0.5-0.6 or 2.2-2.4 x.
     ideal = 8 / (res["link_mbps"] * 1e6)
     assert 0.8 * ideal <= res["b"] <= 1.9 * ideal, res["b"]
-    assert res["a"] >= 0 and res["eta"] >= 0
     times = {(s["k"], s["bytes"]): s["measured"] for s in res["samples"]}
     assert len(times) == 6
-    assert res["goodput"] == pytest.approx(min(1.0, ideal / res["b"]))
     # k rings together take about k times as long (tasks that barely overlapped, as a
     # version without the start barrier measured, would give about 1); one k = 1 round
     # slowed by a loss made k = 3 only 2.28 x once, with two rounds per point
@@ -41,9 +49,6 @@ def test_calibrate_measures_the_links_rate_and_writes_the_config(tmp_path):
         assert 1.5 < times[(2, size)] / times[(1, size)] < 2.6
         assert 2.0 < times[(3, size)] / times[(1, size)] < 3.9
     assert (tmp_path / "plot" / "contention.png").stat().st_size > 0
-    text = cfg.read_text()
-    assert f"b: {res['b']:.4g}" in text and "# seconds per byte" in text
-    subprocess.run([*GROUPER, "check-config", str(cfg)], cwd=ROOT, check=True, timeout=60)
 
 
 def test_calibrate_star_sends_each_task_from_another_host_to_the_first(tmp_path):
