@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,7 +28,7 @@ def cfg(hosts: int) -> dict:
             for i in range(hosts)
         ],
         "scheduling": {"period": 0.2},
-        "coordinator": {"listen": "127.0.0.1:17999"},
+        "coordinator": {"listen": f"127.0.0.1:{free_port()}"},  # not a fixed port
         "metrics": {"coordinator": "127.0.0.1:0"},
     }
 
