@@ -134,7 +134,12 @@ def _add_kernel_benches(add: T.Add) -> None:
     bdp.add_argument("--entries", type=T.count(1, 100_000), default=10000)
     bdp.add_argument("--streams", type=T.count(1, 64), default=4)
     bdp.add_argument("--seconds", type=T.real(1, 60), default=5.0)
-    bdp.add_argument("--runs", type=T.count(1, 20), default=3)
+    bdp.add_argument(
+        "--runs",
+        type=T.count(1, 20),
+        default=5,
+        help="rounds, every state once each (min 2 for a verdict)",
+    )
     bdp.add_argument(
         "--txqueues",
         type=T.count(1, 64),

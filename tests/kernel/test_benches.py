@@ -42,10 +42,14 @@ def test_bench_datapath_command_measures_every_state_and_cleans_up():
     before = netns()
     out = subprocess.run(
         [sys.executable, "-m", "grouper.cli", "bench", "datapath", "--entries", "200",
-         "--runs", "1", "--seconds", "1", "--txqueues", "2", "--json", "-"],
-        capture_output=True, text=True, check=True, timeout=120,
+         "--runs", "2", "--seconds", "1", "--txqueues", "2", "--json", "-"],
+        capture_output=True, text=True, check=True, timeout=180,
     ).stdout  # fmt: skip
     result = json.loads(out)
-    assert set(result["gbps"]) == {"none", "nft", "agent", "agent_10k", "agent_10k_single"}
-    assert all(v > 0 for v in result["gbps"].values())
+    states = {"none", "nft", "agent", "agent_10k", "agent_10k_single"}
+    assert set(result["gbps"]) == states
+    for state, runs in result["runs_all"].items():
+        assert len(runs) == 2, state  # every state in every round
+        assert all(r["gbps"] > 0 and 0 < r["cpu_s_per_gbit"] < 10 for r in runs), runs
+    assert {(v["state"], v["against"]) for v in result["verdicts"]} >= {("agent", "none")}
     assert netns() <= before, "the bench removes its namespaces"
