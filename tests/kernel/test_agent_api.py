@@ -15,7 +15,7 @@ import pytest
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.kernel.agent_calls import apply, collect, register
-from tests.netns import GROUPER, AgentProc, nft_map, nft_tables, tc_json
+from tests.netns import GROUPER, TIME_SCALE, AgentProc, nft_map, nft_tables, tc_json
 
 
 def test_bad_plans_are_refused_and_the_previous_plan_stays(pair, agent_env):
@@ -57,12 +57,21 @@ def test_registry_errors_name_the_field(pair, agent_env):
 
 
 def test_priorities_dropped_after_plan_ttl(pair, agent_env):
-    agent = agent_env(plan_ttl=1.5).start()
+    """Dropped after plan_ttl, not before (the test once slept 2.5 s and looked, which
+    an agent dropping at once passed too)."""
+    ttl = 1.5
+    agent = agent_env(plan_ttl=ttl).start()
     register(agent, "c1", [5201])
+    t0 = time.monotonic()
     assert apply(agent, 1, [("c1/j1/b:5201", 1, 48)]).applied
     assert collect(agent).priorities_active
     assert nft_map(pair.a, "band_dport")
-    time.sleep(2.5)
+    deadline = t0 + (ttl + 3) * TIME_SCALE
+    while nft_map(pair.a, "band_dport") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    # the agent checks every 0.2 s (POLL_EVERY): dropped between ttl and ttl + a check
+    assert ttl <= took <= (ttl + 1.0) * TIME_SCALE, f"dropped after {took:.2f} s"
     assert nft_map(pair.a, "band_dport") == {}
     assert nft_map(pair.a, "dscp_dport") == {}
     assert not collect(agent).priorities_active
