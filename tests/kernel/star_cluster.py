@@ -20,9 +20,9 @@ from pda.policies import host_plans, schedule
 from pda.priorities import QueueConfig
 from pda.snapshot import build_snapshot
 from tests.netns import GROUPER, ROOT, AgentProc, NetStar
+from tests.ports import free_port
 
 PERIOD, TTL, TIMEOUT = 0.5, 3.0, 1.5
-METRICS = 19100
 # cojob A: PS job, worker h1 <-> server h2 (1 MB each way per iteration), 4 + 8 iterations
 # cojob B: ring over h1, h2, h3 (2 MB per hop per iteration), 2 + 4 iterations
 JOBS = {
@@ -56,8 +56,8 @@ def config(star: NetStar, tmp_path) -> tuple:
         "scheduling": {"period": PERIOD, "min_gap": 0.05},
         "failure": {"plan_ttl": TTL, "agent_timeout": TIMEOUT},
         "agent": {"metrics_port": 0},
-        "coordinator": {"listen": "127.0.0.1:17000"},
-        "metrics": {"coordinator": f"127.0.0.1:{METRICS}"},
+        "coordinator": {"listen": f"127.0.0.1:{free_port()}"},
+        "metrics": {"coordinator": f"127.0.0.1:{free_port()}"},
     }
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -149,8 +149,13 @@ def wait_for(cond, timeout: float, what: str) -> float:
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def metric(name: str) -> float | None:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS}/metrics", timeout=3).read()
+def metrics_address(path: Path) -> str:
+    """The coordinator's metrics HOST:PORT in the config at ``path`` (``config``)."""
+    return yaml.safe_load(path.read_text())["metrics"]["coordinator"]
+
+
+def metric(address: str, name: str) -> float | None:
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=3).read()
     for line in text.decode().splitlines():
         if line.startswith(name + " "):
             return float(line.split()[-1])

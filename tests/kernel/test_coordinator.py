@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import signal
-import time
+
+import grpc
 
 from agent.kernel.layout import BandLayout
 from tests.kernel.star_cluster import (
@@ -13,13 +14,22 @@ from tests.kernel.star_cluster import (
     config,
     expected_maps,
     metric,
+    metrics_address,
     register_all,
     start_coordinator,
     stop_all,
     version,
     wait_for,
 )
-from tests.netns import nft_map, root_qdisc
+from tests.netns import TIME_SCALE, nft_map, root_qdisc
+
+
+def answers(agent) -> bool:  # noqa: ANN001
+    try:
+        version(agent)
+    except grpc.RpcError:
+        return False
+    return True
 
 
 def test_coordinator_serves_agents_survives_failures(star, tmp_path):
@@ -29,6 +39,7 @@ def test_coordinator_serves_agents_survives_failures(star, tmp_path):
         a.start()
     register_all(agents)
     coord = start_coordinator(path, tmp_path / "coordinator.log")
+    metrics = metrics_address(path)
     try:
         ns = dict(zip(["h1", "h2", "h3"], star.hosts, strict=True))
         layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
@@ -53,34 +64,39 @@ def test_coordinator_serves_agents_survives_failures(star, tmp_path):
         order = lines[-1].split(" order: ", 1)[1].split(" (+")[0].split(" > ")
         assert len(order) >= 2
         for i, stage in enumerate(order[:2], 1):
-            assert metric(f'grouper_coordinator_stage_rank{{stage="{stage}"}}') == i
+            assert metric(metrics, f'grouper_coordinator_stage_rank{{stage="{stage}"}}') == i
 
         # one agent dies: the others keep being served, metrics show it down
         agents["h3"].stop(signal.SIGKILL)
-        wait_for(
-            lambda: metric('grouper_coordinator_agent_up{host="h3"}') == 0.0, 5, "h3 marked down"
-        )
-        assert metric("grouper_coordinator_agents_up") == 2.0
+        up = 'grouper_coordinator_agent_up{host="h3"}'
+        wait_for(lambda: metric(metrics, up) == 0.0, 5, "h3 marked down")
+        assert metric(metrics, "grouper_coordinator_agents_up") == 2.0
         v1 = version(agents["h1"])
         wait_for(lambda: version(agents["h1"]) > v1, TTL, "h1 still served")
         assert in_kernel("h1") and in_kernel("h2")
 
-        # it comes back: re-synced within two periods of answering again
+        # it comes back: re-synced within two periods (and 0.5 s of slack for a loaded
+        # machine) of answering again, counted from its first answer, not its start;
+        # the wait is generous, so the bound is the assertion's own (it once repeated
+        # the wait's timeout, which nothing slower could pass)
         agents["h3"].start()
-        took = wait_for(lambda: in_kernel("h3"), 2 * PERIOD + 1.0, "h3 re-synced")
-        assert took <= 2 * PERIOD + 1.0
-        wait_for(lambda: metric('grouper_coordinator_agent_up{host="h3"}') == 1.0, 5, "h3 up")
+        wait_for(lambda: answers(agents["h3"]), 15, "h3's agent answering")
+        took = wait_for(lambda: in_kernel("h3"), 15, "h3 re-synced")
+        assert took <= (2 * PERIOD + 0.5) * TIME_SCALE, f"re-synced {took:.2f} s after answering"
+        wait_for(lambda: metric(metrics, up) == 1.0, 5, "h3 up")
 
         # the coordinator dies: agents drop priorities after plan_ttl
         coord.kill()
         coord.wait(timeout=10)
-        t_dead = time.monotonic()
-        for host in agents:
-            wait_for(
-                lambda h=host: nft_map(ns[h], "band_dport") == {},
-                TTL + 3,
-                f"{host} dropping priorities",
-            )
-        assert time.monotonic() - t_dead >= TTL - 1.5
+
+        def dropped() -> set[str]:
+            return {h for h in agents if nft_map(ns[h], "band_dport") == {}}
+
+        # the first agent to drop, not the last (the old check timed the last): each
+        # keeps its plan for plan_ttl after the last plan it received, which came at
+        # most a period before the coordinator died (a period more for scheduling)
+        first = wait_for(dropped, TTL + 3, "an agent dropping priorities")
+        assert first >= TTL - 2 * PERIOD, f"{dropped()} dropped after {first:.2f} s"
+        wait_for(lambda: dropped() == set(agents), TTL + 3, "every agent dropping")
     finally:
         stop_all(coord, agents)
