@@ -22,7 +22,7 @@ from agent.registry import Event, Registry
 from common.errors import ConfigError
 from common.flows import host_flow_id
 from common.registration import Flow, JobEntry, reported_flows
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 
 log = logging.getLogger("grouper.agent")
 CGROUP_GRACE = 1.0  # seconds a job's removed cgroup may take to be made again

@@ -275,7 +275,7 @@ def _rules(entries: int) -> dict[tuple, Any]:
     """``entries`` rules: iperf3's port in band 1, the rest per-connection elements of
     made-up connections and port elements, spread over the data bands."""
     from agent.plan import Rule
-    from pda.priorities import QueueConfig
+    from pda.queues import QueueConfig
 
     q = QueueConfig()
     data = q.data_bands
@@ -294,7 +294,7 @@ def _rules(entries: int) -> dict[tuple, Any]:
 def _child(state: str, entries: int) -> None:
     from agent.enforcer import Enforcer
     from agent.kernel import nft_rules
-    from pda.priorities import QueueConfig
+    from pda.queues import QueueConfig
 
     single = state == "agent_10k_single"
     enf = Enforcer("dpa", QueueConfig(), LINK_MBPS, control_ports=(7070,), multiqueue=not single)

@@ -21,7 +21,7 @@ from agent.kernel.nft import Nft, NftError
 from agent.kernel.qdisc import Qdisc, probe_backend
 from agent.plan import Rule, RuleKey
 from common.errors import ConfigError
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 
 log = logging.getLogger("grouper.agent")
 
@@ -61,8 +61,8 @@ class Enforcer:
 
     def start(self) -> list[str]:
         changes = self.qdisc.ensure(self.spec)
-        stale = self.nft.table_exists(nft_rules.FAMILY, nft_rules.TABLE)
         try:
+            stale = self.nft.table_exists(nft_rules.FAMILY, nft_rules.TABLE)
             self._replace({})
         except NftError as exc:  # a kernel without what the table needs: one line, exit 2
             first = str(exc).splitlines()[0] if str(exc) else "refused"
@@ -162,10 +162,14 @@ class Enforcer:
         return self.qdisc.counters(self.layout)
 
     def stop(self) -> None:
-        """Remove exactly what we installed: our table and our root qdisc."""
-        if self.nft.table_exists(nft_rules.FAMILY, nft_rules.TABLE):
-            self.nft.run(nft_rules.delete_table())
-            log.info("%s: removed nftables table %s", self.nic, nft_rules.TABLE)
+        """Remove exactly what we installed: our table and our root qdisc (also after a
+        start that nftables refused: the qdisc came first)."""
+        try:
+            if self.nft.table_exists(nft_rules.FAMILY, nft_rules.TABLE):
+                self.nft.run(nft_rules.delete_table())
+                log.info("%s: removed nftables table %s", self.nic, nft_rules.TABLE)
+        except NftError as exc:  # no nftables in this kernel: we have no table there
+            log.warning("%s: nftables unavailable, no table to remove: %s", self.nic, exc)
         if self.qdisc.remove():
             log.info("%s: removed %s qdisc", self.nic, self.backend)
         self.rules = {}

@@ -11,7 +11,7 @@ import numpy as np
 
 from coordinator.snapshot import Model
 from pda.planning import Planner
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 
 # flow id -> (band, dscp) of the flows a host sends, and inbound_key -> the control

@@ -17,7 +17,7 @@ from common.errors import ConfigError
 from common.output import table, write_json
 from pda.admission import ContentionModel
 from pda.calibration import LEVEL, Fit, Sample, fit_contention
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from topologies.calibrate import measure, rounds, task_pairs
 from topologies.commands import load_experiment, spec_of
 

@@ -16,9 +16,8 @@ from typing import Any
 from common import validate as v
 from common.errors import ConfigError
 from common.yamlfile import load_yaml_file
-from pda.policies import POLICIES
-from pda.priorities import QueueConfig
-from pda.settings import parse_admission, parse_queues
+from pda.queues import QueueConfig
+from pda.settings import POLICIES, parse_admission, parse_queues
 
 BACKENDS = ("auto", "prio", "htb")
 MULTIQUEUE = ("per-queue", "single")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pda.policies import flow_priorities, schedule
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from pda.snapshot import Snapshot
 
 

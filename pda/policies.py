@@ -23,10 +23,10 @@ from scipy import sparse
 
 from common.errors import ConfigError
 from pda.order import pda_order, primal_dual_order
-from pda.priorities import FlowPriorities, QueueConfig, map_priorities
+from pda.priorities import FlowPriorities, map_priorities
+from pda.queues import QueueConfig
+from pda.settings import POLICIES
 from pda.snapshot import Snapshot
-
-POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper", "grouper-offline")
 
 
 def knows_survivors(policy: str) -> bool:

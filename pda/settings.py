@@ -12,7 +12,11 @@ from typing import Any
 from common import validate as v
 from common.errors import ConfigError
 from pda.admission import ContentionModel
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
+
+# the scheduling policies (pda/policies.py), named here so that the cluster config can
+# check a name without loading the planner
+POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper", "grouper-offline")
 
 
 def parse_admission(raw: Any, prefix: str = "") -> ContentionModel | None:

@@ -12,7 +12,7 @@ from common.errors import ConfigError
 from common.output import table, write_json
 from pda.admission import ContentionModel
 from pda.lowerbound import lp_lower_bound
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from pda.snapshot import build_snapshot
 from simulator import report
 from simulator.run import link_goodput, run_policies, topology_of

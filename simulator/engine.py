@@ -23,7 +23,7 @@ import numpy as np
 from pda.model import Cojob, FlowSpec, Job
 from pda.planning import Planner
 from pda.policies import knows_survivors, orders_flows
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
 from simulator.state import SimCojob, SimJob, SimResult, build_jobs, collect_result

@@ -16,8 +16,8 @@ import numpy as np
 
 from common.errors import ConfigError
 from pda.admission import ContentionModel
-from pda.policies import POLICIES
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
+from pda.settings import POLICIES
 from simulator.engine import Engine
 from simulator.state import SimResult
 from workloads.schema import Workload

@@ -12,8 +12,8 @@ from pathlib import Path
 from common.errors import ConfigError
 from common.output import table, write_json
 from pda.admission import ContentionModel
-from pda.policies import POLICIES
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
+from pda.settings import POLICIES
 from simulator import report
 from simulator.run import link_goodput, run_policies, topology_of
 from topologies.cpustats import STEAL_WARNING

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from common.output import table, write_json
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from simulator.run import run_policies
 from topologies.commands import emulation_queues, parse_policies, spec_of
 from topologies.torch_experiment import (

@@ -15,7 +15,7 @@ from common.errors import ConfigError
 from common.flows import ARCHS
 from common.yamlfile import parse_yaml, read_text
 from pda.model import Cojob, FlowSpec, Job
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from pda.settings import parse_admission, parse_queues
 
 TOP_KEYS = (

@@ -46,7 +46,7 @@ from agent.cgroups import Cgroups
 from common.errors import ConfigError
 from common.flows import host_flow_id
 from common.output import write_json
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 
 PORT = 5001
 DSCP_TABLE = list(QueueConfig().dscp_table)

@@ -24,7 +24,10 @@ def _try_table(nft: Nft, body: str) -> str:
         nft.run(f"table inet {name} {{\n{body}\n}}\ndelete table inet {name}\n")
         return ""
     except NftError as exc:
-        nft.run(f"table inet {name} {{}}\ndelete table inet {name}\n")
+        try:  # the transaction failed as a whole; this only makes sure
+            nft.run(f"table inet {name} {{}}\ndelete table inet {name}\n")
+        except NftError:
+            pass  # no nftables at all: the enforcer's start says so and exits 2
         return str(exc).splitlines()[0] if str(exc) else "refused"
 
 

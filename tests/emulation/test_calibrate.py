@@ -66,7 +66,7 @@ def test_calibrate_star_sends_each_task_from_another_host_to_the_first(tmp_path)
 
 
 def _agents(tmp_path):
-    from pda.priorities import QueueConfig
+    from pda.queues import QueueConfig
     from topologies.commands import load_experiment, spec_of
     from topologies.experiment import Emulation
 

@@ -12,7 +12,7 @@ import time
 
 from scapy.all import IP, TCP, rdpcap
 
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from topologies.commands import spec_of
 from topologies.experiment import Emulation
 from workloads import load_workload

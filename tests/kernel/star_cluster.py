@@ -17,7 +17,7 @@ from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import host_plans, schedule
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from pda.snapshot import build_snapshot
 from tests.netns import GROUPER, ROOT, AgentProc, NetStar
 from tests.ports import free_port

@@ -8,12 +8,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from scapy.all import IP, TCP
 
 from agent.kernel.layout import HANDLE_MAJOR, BandLayout
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 from tests.capture import Capture
 from tests.kernel.agent_calls import apply, collect, register
 from tests.netns import (
@@ -216,3 +217,14 @@ def test_sigterm_removes_everything_and_restart_reconciles_stale_state(pair, age
         for q in tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a)
     )
     assert nft_tables(pair.a) == []
+
+
+def test_a_running_agent_has_not_loaded_the_planners_libraries(pair, agent_env):
+    """Every host runs an agent; the LP solver, SciPy and numba's compiler are the
+    coordinator's and the simulator's. Read from the live process's memory map."""
+    agent = agent_env().start()
+    maps = Path(f"/proc/{agent.proc.pid}/maps").read_text()
+    libs = {line.split()[-1] for line in maps.splitlines() if "/" in line}
+    assert any("/grpc/" in path for path in libs), "the map shows the agent's own libraries"
+    heavy = sorted(p for p in libs if any(k in p for k in ("scipy", "highs", "llvmlite", "numba")))
+    assert not heavy, heavy

@@ -6,8 +6,9 @@ import pytest
 
 from common.errors import ConfigError
 from pda.model import Cojob, FlowSpec, Job
-from pda.policies import POLICIES, host_plans, schedule
-from pda.priorities import QueueConfig
+from pda.policies import host_plans, schedule
+from pda.queues import QueueConfig
+from pda.settings import POLICIES
 from pda.snapshot import build_snapshot
 from workloads import load_workload
 

@@ -218,7 +218,7 @@ def test_simulate_uses_the_cluster_configs_constants(tmp_path):
 
 
 def test_star_tasks_come_from_every_other_host_in_turn():
-    from pda.priorities import QueueConfig
+    from pda.queues import QueueConfig
     from topologies.calibrate import task_pairs
     from topologies.commands import load_experiment, spec_of
 

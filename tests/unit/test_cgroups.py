@@ -17,7 +17,7 @@ from agent.plan import Rule, compose
 from agent.registry import Registry
 from common.errors import ConfigError
 from common.registration import CGROUP_PATH_MAX, cgroup_path
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 
 
 @pytest.mark.parametrize(

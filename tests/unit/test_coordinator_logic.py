@@ -13,7 +13,7 @@ from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
 from coordinator.state import AgentState
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
 
 HOSTS = {"h1", "h2", "h3"}
 

@@ -80,7 +80,7 @@ def test_a_job_waiting_at_the_stage_barrier_does_not_activate_the_next_stage():
     barrier, so both are in stage 1 and stage 2 takes no band on h1 yet (it used to
     take band 2 as soon as a reached the barrier)."""
     from pda.policies import flow_priorities, schedule
-    from pda.priorities import QueueConfig
+    from pda.queues import QueueConfig
 
     cj = Cojob(
         "c",

@@ -97,6 +97,24 @@ def test_kernel_layer_passes_on_the_stock_kernel_with_every_backend(kernel_layer
     print(f"\nVM kernel layer: {len(cases)} passed in {run.seconds:.0f} s (boot included)")
 
 
+def test_a_kernel_lacking_what_the_agent_uses_gets_exit_2_or_a_stated_fallback(tmp_path):
+    """tests/kernel/vm_missing_features.py in a VM of its own, whose module autoload
+    refuses nf_tables, then nft_socket and sch_prio: the agent exits 2 with one line
+    naming the kernel, or runs on pids and HTB saying why (one VM: its modules cannot
+    be unloaded between the two)."""
+    pytest_argv = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        f"--junitxml={tmp_path / 'junit.xml'}", "tests/kernel/vm_missing_features.py",
+    ]  # fmt: skip
+    env = {"GROUPER_TEST_TIME_SCALE": str(TIME_SCALE), "GROUPER_REQUIRE_ROOT_TESTS": "1"}
+    run = boot(pytest_argv, tmp_path, 300, env)
+    assert run.status not in (124, 125), run.failure
+    cases = junit_cases(tmp_path / "junit.xml")
+    assert len(cases) == 2 and all(o == "passed" for _, o, _ in cases), (
+        f"{cases}\n{run.output[-3000:]}"
+    )
+
+
 def test_a_guest_that_panics_is_a_failure_with_the_console(tmp_path):
     run = boot(["sh", "-c", "echo c > /proc/sysrq-trigger; sleep 60"], tmp_path, 120)
     assert run.status == launcher().EXIT_VM_DIED
