@@ -19,6 +19,7 @@ import yaml
 from grouper.integrations.optuna import SyncHalving
 from tests.kernel.test_agent import collect
 from tests.netns import GROUPER, ROOT, AgentProc, nft_json
+from tests.ports import free_port
 from topologies.ddp_runner import DdpRunner, Rank
 
 STAGES = [30, 30]
@@ -53,7 +54,7 @@ def test_ddp_trials_are_classified_and_pruned_trials_end_killed(pair, tmp_path):
                 "scheduling": {"period": 0.5, "min_gap": 0.05},
                 "failure": {"plan_ttl": 5.0, "agent_timeout": 2.0},
                 "agent": {"metrics_port": 0, "discovery_interval": 0.05},
-                "coordinator": {"listen": "127.0.0.1:17011"},
+                "coordinator": {"listen": f"127.0.0.1:{free_port()}"},
                 "metrics": {"coordinator": "127.0.0.1:0"},
             }
         )
