@@ -35,7 +35,7 @@ def parse_port_flow(fid: str) -> tuple[str, int, bool] | None:
         return None
     by_source = port.startswith("s")
     digits = port[1:] if by_source else port
-    if not digits.isdigit() or not 0 < int(digits) < 65536:
+    if not digits.isascii() or not digits.isdigit() or not 0 < int(digits) < 65536:
         return None
     return parts[2], int(digits), by_source
 

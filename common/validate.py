@@ -6,12 +6,14 @@ value converted to the wanted type or raises :class:`ConfigError`.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from common.errors import ConfigError, short
+from common.limits import IFNAMSIZ
 
 _MISSING = object()
 
@@ -103,34 +105,68 @@ def label_from_path(spec: str) -> str:
     return stem or "workload"
 
 
-def number(value: Any, path: str, *, minimum: float | None = None, positive: bool = False) -> float:
+def ascii_int(text: str) -> int | None:
+    """``text`` as an integer when it is ASCII digits (an optional sign first), else
+    None: ``int()`` also takes Arabic-Indic and other Unicode digits, and ``isdigit()``
+    superscripts, which no kernel, socket or YAML reader shares."""
+    body = text.strip()
+    digits = body[1:] if body[:1] in "+-" else body
+    if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 4300:
+        return None
+    return int(body)
+
+
+def _bounds(x: float, value: Any, path: str, minimum: float | None, maximum: float | None) -> None:
+    if minimum is not None and x < minimum:
+        raise ConfigError(path, f"must be at least {minimum:g}, got {short(value)}")
+    if maximum is not None and x > maximum:
+        raise ConfigError(path, f"must be at most {maximum:g}, got {short(value)}")
+
+
+def number(
+    value: Any,
+    path: str,
+    *,
+    minimum: float | None = None,
+    positive: bool = False,
+    maximum: float | None = None,
+) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         # YAML 1.1 reads "1e9" as a string; accept numeric strings explicitly.
-        if isinstance(value, str):
+        if isinstance(value, str) and value.strip().isascii():
             try:
                 value = float(value)
             except ValueError:
                 raise ConfigError(path, f"expected a number, got {short(value)}") from None
+        elif isinstance(value, str):
+            raise ConfigError(path, f"expected a number in ASCII digits, got {short(value)}")
         else:
             raise ConfigError(path, f"expected a number, got {type(value).__name__}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        limit = f"at most {maximum:g}" if maximum is not None else "a float"
+        raise ConfigError(path, f"too large ({limit}), got {short(value)}") from None
     if not math.isfinite(x):
         raise ConfigError(path, f"must be finite, got {short(value)}")
     if positive and x <= 0:
         raise ConfigError(path, f"must be positive, got {short(value)}")
-    if minimum is not None and x < minimum:
-        raise ConfigError(path, f"must be at least {minimum:g}, got {short(value)}")
+    _bounds(x, value, path, minimum, maximum)
     return x
 
 
-def integer(value: Any, path: str, *, minimum: int | None = None) -> int:
+def integer(
+    value: Any, path: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
             raise ConfigError(path, f"expected an integer, got {short(value)}")
     if minimum is not None and value < minimum:
-        raise ConfigError(path, f"must be at least {minimum}, got {value}")
+        raise ConfigError(path, f"must be at least {minimum}, got {short(value)}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(path, f"must be at most {maximum}, got {short(value)}")
     return int(value)
 
 
@@ -148,13 +184,78 @@ def choice(value: Any, path: str, options: Iterable[str]) -> str:
     return text
 
 
-def address(value: Any, path: str, *, zero_port_off: bool = False) -> str:
-    """HOST:PORT or unix:PATH; with ``zero_port_off``, port 0 means "off"."""
+def port_number(text: str, path: str, *, lowest: int = 1) -> int:
+    """A TCP port in ASCII digits, ``lowest`` to 65535."""
+    port = ascii_int(text) if text[:1] not in "+-" else None
+    if port is None or not lowest <= port <= 65535:
+        raise ConfigError(
+            path,
+            f"expected HOST:PORT, PORT {lowest} to 65535 in ASCII digits; got {short(text)}",
+        )
+    return port
+
+
+def address(value: Any, path: str, *, zero_port_off: bool = False, connect: bool = False) -> str:
+    """HOST:PORT ([V6]:PORT) or unix:PATH; with ``zero_port_off``, port 0 means "off".
+    HOST is a host name or an IP address; with ``connect`` (an address others dial),
+    not an all-zero, broadcast or multicast one."""
     text = string(value, path)
     if text.startswith("unix:"):
+        if len(text) == 5 or "\0" in text:
+            raise ConfigError(path, f"expected unix:PATH, got {short(text)}")
         return text
     host, sep, port = text.rpartition(":")
-    lowest = 0 if zero_port_off else 1
-    if not sep or not host or not port.isdigit() or not lowest <= int(port) < 65536:
+    if not sep or not host:
         raise ConfigError(path, f"expected HOST:PORT or unix:PATH, got {short(text)}")
+    port_number(port, path, lowest=0 if zero_port_off else 1)
+    bracketed = host.startswith("[") and host.endswith("]")
+    try:
+        ip = ipaddress.ip_address(host[1:-1] if bracketed else host)
+    except ValueError:
+        ip = None
+    if ip is None:
+        if bracketed or len(host) > 253 or not _HOSTNAME.fullmatch(host):
+            raise ConfigError(
+                path, f"{short(host)} is not a host name or IP address (HOST:PORT, [V6]:PORT)"
+            )
+        return text
+    if ip.version == 6 and not bracketed:
+        raise ConfigError(path, f"write an IPv6 address in brackets: [{host[:40]}]:{port}")
+    if connect:
+        unusable(ip, path)
+    return text
+
+
+def unusable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, path: str) -> None:
+    """Refuse an address no host can have: all-zero, broadcast, multicast, reserved."""
+    kind = (
+        "the all-zero" if ip.is_unspecified
+        else "the broadcast" if ip == ipaddress.IPv4Address("255.255.255.255")
+        else "a multicast" if ip.is_multicast
+        else "a reserved" if ip.version == 4 and ip.is_reserved
+        else ""
+    )  # fmt: skip
+    if kind:
+        raise ConfigError(path, f"{ip} is {kind} address, not a host's")
+
+
+_NIC_BAD = re.compile(r"[\s/:'\"`$;&|<>(){}\[\]*?!\\#~%,=]")
+
+
+def interface_name(value: Any, path: str) -> str:
+    """A network interface name the kernel accepts (at most 15 bytes, no '/', ':' or
+    white space, not '.' or '..'), without shell metacharacters either."""
+    text = string(value, path)
+    if (
+        len(text.encode()) >= IFNAMSIZ
+        or text in (".", "..")
+        or not text.isascii()
+        or not text.isprintable()
+        or _NIC_BAD.search(text)
+    ):
+        raise ConfigError(
+            path,
+            f"{short(text)} is not an interface name (at most {IFNAMSIZ - 1} ASCII "
+            "letters, digits, '.', '-', '_', '@')",
+        )
     return text

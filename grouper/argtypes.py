@@ -12,10 +12,11 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from common import limits as L
 from common import validate as v
 from common.errors import ConfigError
 
-MAX_PERIOD = 3600.0  # seconds
+MAX_PERIOD = L.MAX_PERIOD  # seconds
 MAX_BENCH_HOSTS = 100_000
 MAX_BENCH_STAGES = 1_000_000
 MAX_SEED = 2**32 - 1
@@ -27,9 +28,13 @@ def real(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str], floa
 
     def parse(text: str) -> float:
         try:
+            if not text.isascii():
+                raise ValueError(text)
             x = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text[:20]!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected a number in ASCII digits, got {text[:20]!r}"
+            ) from None
         if not math.isfinite(x) or x < lo or x > hi or (lo_open and x == lo):
             raise argparse.ArgumentTypeError(
                 f"must be a finite number in {span}, got {text.strip()[:20]}"
@@ -43,12 +48,15 @@ def count(lo: int, hi: int) -> Callable[[str], int]:
     """An integer in [lo, hi]."""
 
     def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:20]!r}") from None
+        n = v.ascii_int(text)
+        if n is None:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer in ASCII digits, got {text[:20]!r}"
+            )
         if not lo <= n <= hi:
-            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {n}")
+            raise argparse.ArgumentTypeError(
+                f"must be between {lo} and {hi}, got {text.strip()[:20]}"
+            )
         return n
 
     return parse
@@ -67,6 +75,17 @@ def address(*, zero_port_off: bool = False) -> Callable[[str], str]:
     return parse
 
 
+def period(text: str) -> float:
+    """A scheduling period: 0 (every event) or MIN_PERIOD to MAX_PERIOD seconds; a
+    shorter one is a busy loop (and a simulation that never ends)."""
+    x = real(0.0, MAX_PERIOD)(text)
+    if 0 < x < L.MIN_PERIOD:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 (every event) or {L.MIN_PERIOD:g} to {MAX_PERIOD:g} s, got {text[:20]}"
+        )
+    return x
+
+
 def log_level(text: str) -> str:
     level = text.upper()
     if level not in LOG_LEVELS:
@@ -78,7 +97,7 @@ def log_level(text: str) -> str:
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PORT = count(0, 65535)
-PERIOD = real(0.0, MAX_PERIOD)
+PERIOD = period
 SEED = count(0, MAX_SEED)
 FRACTION = real(0.0, 1.0)
 

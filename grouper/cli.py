@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from common import limits as L
 from common.errors import ConfigError
 from common.output import stdout_reserved_for_json
 from grouper import argtypes as T
 from grouper.cli_agent import add_arguments as add_agent_arguments
 from grouper.cli_bench import add_bench
+from grouper.flags import check_flags
 
 
 def _cmd_order(args: argparse.Namespace) -> int:
@@ -154,6 +156,18 @@ def _add_simulate(add: T.Add) -> None:
     sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")
     sim.add_argument("--values", help="sweep: comma-separated values to use instead")
     sim.add_argument("--period", type=T.PERIOD, help="scheduling period (0 = every event)")
+    sim.add_argument(
+        "--max-sim-time",
+        dest="max_sim_time",
+        type=T.real(0, L.MAX_SIM_TIME, lo_open=True),
+        help="stop a run past this simulated time (workload time units; default: none); "
+        "a workload that needs more is refused before it starts",
+    )
+    sim.add_argument(
+        "--timeout",
+        type=T.real(0, 30 * 86400, lo_open=True),
+        help="stop with an error after this many wall-clock seconds (default: none)",
+    )
     sim.add_argument("--seed", type=T.SEED, default=1)
     sim.add_argument(
         "--load", type=T.real(0, 10, lo_open=True), help="sim60: arrival rate scale (0.1 to 2.0)"
@@ -219,7 +233,10 @@ def _add_emulate(add: T.Add) -> None:
     em.add_argument("--experiment", default="builtin:small", help="builtin:NAME or YAML file")
     em.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     em.add_argument(
-        "--period", type=T.real(0, 60, lo_open=True), default=0.5, help="scheduling period (s)"
+        "--period",
+        type=T.real(L.MIN_LIVE_PERIOD, 60),
+        default=0.5,
+        help="scheduling period (s)",
     )
     em.add_argument("--seed", type=T.SEED, default=1)
     em.add_argument(
@@ -329,9 +346,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, dry_run: bool = False) -> int:
+    """Run one subcommand; ``dry_run`` stops after every check of the flags."""
     args = build_parser().parse_args(argv)
     try:
+        check_flags(args)
+        if dry_run:
+            return 0
         with stdout_reserved_for_json(getattr(args, "json", None) == "-"):
             return int(args.fn(args) or 0)
     except ConfigError as exc:

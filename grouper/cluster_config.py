@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common import limits as L
 from common import validate as v
-from common.errors import ConfigError
+from common.errors import ConfigError, short
 from common.yamlfile import load_yaml_file
 from pda.queues import QueueConfig
 from pda.settings import POLICIES, parse_admission, parse_queues
@@ -108,8 +109,21 @@ class ClusterConfig:
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:
     cfg = parse_cluster_config(load_yaml_file(path, "config"))
+    check_agent_endpoints(cfg.hosts)
     check_tls_files(cfg.tls)
     return cfg
+
+
+def check_agent_endpoints(hosts: tuple[HostConfig, ...]) -> None:
+    """A cluster's file gives every host an agent of its own (a benchmark's fleet of
+    virtual agents, built in code, may share one endpoint)."""
+    seen: dict[str, int] = {}
+    for i, h in enumerate(hosts):
+        if h.agent in seen:
+            raise ConfigError(
+                f"hosts[{i}].agent", f"{short(h.agent)} is also hosts[{seen[h.agent]}].agent"
+            )
+        seen[h.agent] = i
 
 
 TOP = (
@@ -134,6 +148,7 @@ def parse_cluster_config(data: Any) -> ClusterConfig:
     queues = parse_queues(top.get("queues", {}), admission)
     sched = _scheduling(top.get("scheduling", {}))
     failure = _failure(top.get("failure", {}))
+    _against_period(failure, sched.period)
     agent = _agent(top.get("agent", {}))
     coord = v.mapping(top.get("coordinator", {}), "coordinator", ("listen",))
     listen = v.address(coord.get("listen", "0.0.0.0:7000"), "coordinator.listen")
@@ -186,52 +201,87 @@ def check_tls_files(tls: TlsConfig | None) -> None:
 
 
 def _hosts(raw: Any) -> tuple[HostConfig, ...]:
+    """Every host, unique in name and data-plane addresses."""
     out: list[HostConfig] = []
-    names: set[str] = set()
-    addrs: set[str] = set()
+    seen: dict[tuple[str, str], str] = {}  # (kind, value) -> the field that has it
     for i, item in enumerate(v.sequence(raw, "hosts", min_len=1)):
-        path = f"hosts[{i}]"
-        m = v.mapping(item, path, ("name", "address", "address6", "agent", "nic", "link_mbps"))
-        name = v.hostname(v.get(m, "name", path), f"{path}.name")
-        if name in names:
-            raise ConfigError(f"{path}.name", f"duplicate host {name!r}")
-        address = v.string(v.get(m, "address", path), f"{path}.address")
+        host = _host(item, f"hosts[{i}]")
+        for key, kind, value in (
+            ("name", "name", host.name),
+            ("address", "ip", host.address),
+            ("address6", "ip", host.address6),
+        ):
+            if not value:
+                continue
+            if (kind, value) in seen:
+                other = seen[kind, value]
+                raise ConfigError(f"hosts[{i}].{key}", f"{short(value)} is also {other}")
+            seen[kind, value] = f"hosts[{i}].{key}"
+        out.append(host)
+    return tuple(out)
+
+
+HOST_KEYS = ("name", "address", "address6", "agent", "nic", "link_mbps")
+
+
+def _host(item: Any, path: str) -> HostConfig:
+    m = v.mapping(item, path, HOST_KEYS)
+    name = v.hostname(v.get(m, "name", path), f"{path}.name")
+    address = v.string(v.get(m, "address", path), f"{path}.address")
+    try:
+        v.unusable(ipaddress.IPv4Address(address), f"{path}.address")
+    except ipaddress.AddressValueError:
+        raise ConfigError(
+            f"{path}.address", f"expected an IPv4 address, got {short(address)}"
+        ) from None
+    address6 = ""
+    if "address6" in m:
+        raw6 = v.string(m["address6"], f"{path}.address6")
         try:
-            ipaddress.IPv4Address(address)
+            ip6 = ipaddress.IPv6Address(raw6)
         except ValueError:
             raise ConfigError(
-                f"{path}.address", f"expected an IPv4 address, got {address!r}"
+                f"{path}.address6", f"expected an IPv6 address, got {short(raw6)}"
             ) from None
-        if address in addrs:
-            raise ConfigError(f"{path}.address", f"duplicate address {address}")
-        address6 = ""
-        if "address6" in m:
-            raw6 = v.string(m["address6"], f"{path}.address6")
-            try:
-                address6 = ipaddress.IPv6Address(raw6).compressed
-            except ValueError:
-                raise ConfigError(
-                    f"{path}.address6", f"expected an IPv6 address, got {raw6[:40]!r}"
-                ) from None
-            if address6 in addrs:
-                raise ConfigError(f"{path}.address6", f"duplicate address {address6}")
-            addrs.add(address6)
-        agent = v.address(v.get(m, "agent", path, f"{address}:7070"), f"{path}.agent")
-        nic = v.string(v.get(m, "nic", path), f"{path}.nic")
-        link = v.number(v.get(m, "link_mbps", path, 10000), f"{path}.link_mbps", positive=True)
-        names.add(name)
-        addrs.add(address)
-        out.append(HostConfig(name, address, agent, nic, link, address6))
-    return tuple(out)
+        v.unusable(ip6, f"{path}.address6")
+        address6 = ip6.compressed
+    agent = v.address(v.get(m, "agent", path, f"{address}:7070"), f"{path}.agent", connect=True)
+    nic = v.interface_name(v.get(m, "nic", path), f"{path}.nic")
+    link = v.number(
+        v.get(m, "link_mbps", path, 10000),
+        f"{path}.link_mbps",
+        minimum=L.MIN_LINK_MBPS,
+        maximum=L.MAX_LINK_MBPS,
+    )
+    return HostConfig(name, address, agent, nic, link, address6)
 
 
 def _scheduling(raw: Any) -> SchedulingConfig:
     m = v.mapping(raw, "scheduling", ("policy", "period", "event_driven", "min_gap"))
     policy = v.choice(m.get("policy", "grouper"), "scheduling.policy", POLICIES)
-    period = v.number(m.get("period", 1.0), "scheduling.period", positive=True)
+    period = v.number(
+        m.get("period", 1.0),
+        "scheduling.period",
+        minimum=L.MIN_LIVE_PERIOD,
+        maximum=L.MAX_PERIOD,
+    )
     event = v.boolean(m.get("event_driven", True), "scheduling.event_driven")
     gap = v.number(m.get("min_gap", 0.1), "scheduling.min_gap", minimum=0)
+    if gap > period:
+        raise ConfigError(
+            "scheduling.min_gap", f"{gap:g} s is longer than scheduling.period ({period:g} s)"
+        )
     return SchedulingConfig(policy, period, event, gap)
+
+
+def _against_period(failure: FailureConfig, period: float) -> None:
+    """A plan outlives the scheduling period that replaces it."""
+    if failure.plan_ttl <= period:
+        raise ConfigError(
+            "failure.plan_ttl",
+            f"{failure.plan_ttl:g} s is not longer than scheduling.period ({period:g} s): "
+            "agents would drop their plans between two runs",
+        )
 
 
 def _failure(raw: Any) -> FailureConfig:

@@ -47,6 +47,13 @@ def parse_queues(raw: Any, admission: ContentionModel | None, prefix: str = "") 
         for i, x in enumerate(v.sequence(m.get("dscp", []), f"{path}.dscp"))
     )
     share = v.number(m.get("min_share", 0.001), f"{path}.min_share", positive=True)
+    if sorted(set(reserved)) != list(range(len(reserved))):
+        # control traffic above every data band: bands 0, 1, ... in any order, once each
+        raise ConfigError(
+            f"{path}.reserved",
+            f"{list(reserved)[:8]} must be the top bands 0 to {len(reserved) - 1}, each once "
+            "(a reserved band between data bands would split them)",
+        )
     if scavenger is not None and scavenger not in (-1, count - 1):
         # waiting stages must sit below every data band, or they would pass them
         raise ConfigError(

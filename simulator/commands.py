@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
@@ -15,8 +16,10 @@ from pda.lowerbound import lp_lower_bound
 from pda.queues import QueueConfig
 from pda.snapshot import build_snapshot
 from simulator import report
+from simulator.limits import RunLimits
 from simulator.run import link_goodput, run_policies, topology_of
 from workloads import load_workload
+from workloads.checks import check_runnable
 from workloads.schema import Workload
 
 SWEEPS = {
@@ -25,6 +28,12 @@ SWEEPS = {
     "period": ("period", [0.0, 0.5, 1.0, 2.0, 5.0, 10.0]),
     "online": ("load", [0.25, 0.5, 1.0, 1.5, 2.0]),
 }
+
+
+def _max_sim_time(args: object) -> float:
+    """``--max-sim-time`` (simulated time units); no limit when not given."""
+    value = getattr(args, "max_sim_time", None)
+    return math.inf if value is None else value
 
 
 def _params(args: object) -> dict:
@@ -56,6 +65,8 @@ def simulate(args: object) -> int:
     if not policies:
         raise ConfigError("--policies", "name at least one policy")
     wl = load_workload(args.workload, **_params(args))
+    period = wl.period if args.period is None else args.period
+    check_runnable(wl, _max_sim_time(args), period)
     queues = cluster_queues(args)
     used = queues or wl.queues  # what the runs schedule with (defaults when None)
     runs = run_policies(
@@ -66,6 +77,7 @@ def simulate(args: object) -> int:
         seed=args.seed,
         contention=not args.no_contention,
         calibrated=queues is not None,  # --config: constants measured on the network
+        limits=RunLimits.after(_max_sim_time(args), getattr(args, "timeout", None)),
     )
     results = {p: dict(r.summary, seconds=r.seconds) for p, r in runs.items()}
     model = (used.admission if used else None) or ContentionModel()
@@ -117,7 +129,9 @@ def _print_runs(results: dict[str, dict], time_unit: str) -> None:
             f"{r['avg_sct']:.4g}",
             f"{r['avg_jct']:.4g}",
             f"{r['avg_slowdown']:.3f}",
-            f"{r['avg_sct'] / results['fs']['avg_sct']:.3f}" if "fs" in results else "-",
+            f"{r['avg_sct'] / results['fs']['avg_sct']:.3f}"
+            if results.get("fs", {}).get("avg_sct")
+            else "-",
             f"{r['seconds']:.1f}",
         ]
         for p, r in results.items()
@@ -205,6 +219,8 @@ def sweep(args: object) -> int:
 def _sweep_tasks(args: object, param: str, values: list[float], policies: list[str]) -> list:
     """One task per point: the workload with ``param`` (or the period) set to a value."""
     queues = cluster_queues(args)
+    timeout = getattr(args, "timeout", None)
+    ends = (_max_sim_time(args), time.time() + timeout if timeout else None)
     tasks = []
     for x in values:
         params = _params(args)
@@ -215,6 +231,7 @@ def _sweep_tasks(args: object, param: str, values: list[float], policies: list[s
             params[param] = x
         tasks.append(
             (args.workload, params, policies, period, args.seed, not args.no_contention, queues)
+            + ends
         )
     return tasks
 
@@ -230,8 +247,10 @@ def _sweep_values(text: str, param: str) -> list[float]:
 
 def _point(task: tuple) -> dict[str, dict]:
     """One sweep point (a process of its own): the summaries of every policy."""
-    workload, params, policies, period, seed, contention, queues = task
+    workload, params, policies, period, seed, contention, queues, max_time, end = task
     wl = load_workload(workload, **params)
+    check_runnable(wl, max_time, wl.period if period is None else period)
+    timeout = None if end is None else max(end - time.time(), 1e-3)
     runs = run_policies(
         wl,
         policies,
@@ -241,6 +260,7 @@ def _point(task: tuple) -> dict[str, dict]:
         contention=contention,
         progress=False,
         calibrated=queues is not None,  # --config: constants measured on the network
+        limits=RunLimits.after(max_time, timeout),
     )
     return {p: r.summary for p, r in runs.items()}
 

@@ -20,12 +20,14 @@ import math
 
 import numpy as np
 
+from common.limits import MAX_SIM_EVENTS
 from pda.model import Cojob, FlowSpec, Job
 from pda.planning import Planner
 from pda.policies import knows_survivors, orders_flows
 from pda.queues import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
+from simulator.limits import RunLimits, check_limits
 from simulator.state import SimCojob, SimJob, SimResult, build_jobs, collect_result
 from workloads.topology import Topology
 
@@ -267,8 +269,16 @@ class Engine:
             self.trace.append((self.t, model, plan))
 
     # -- the loop ------------------------------------------------------------------
-    def run(self, max_events: int = 50_000_000) -> SimResult:
+    def run(
+        self,
+        max_events: int = MAX_SIM_EVENTS,
+        max_time: float = math.inf,
+        deadline: float = math.inf,
+    ) -> SimResult:
+        """Simulate to the end; past ``max_time`` simulated time units or the
+        ``time.monotonic()`` ``deadline``, stop with a one-line ConfigError."""
         pending = list(range(len(self.cojobs)))
+        limits = RunLimits(max_time, deadline, max_events)
         while True:
             changed = fresh_needed = False
             progressed = True
@@ -294,8 +304,7 @@ class Engine:
             ):
                 break  # cojobs still pending never got their trigger
             self.events += 1
-            if self.events > max_events:
-                raise RuntimeError("simulation exceeded its event budget")
+            check_limits(self.policy, self.t, self.events, limits)
             # as the coordinator: progress is seen at period boundaries, stage changes
             # and arrivals at once (events); the planner decides fresh order or re-map
             if self.period == 0:

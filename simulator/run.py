@@ -19,6 +19,7 @@ from pda.admission import ContentionModel
 from pda.queues import QueueConfig
 from pda.settings import POLICIES
 from simulator.engine import Engine
+from simulator.limits import RunLimits
 from simulator.state import SimResult
 from workloads.schema import Workload
 from workloads.topology import Topology, bigswitch, parse_topology
@@ -82,12 +83,15 @@ def engine_for(
 
 
 def alone_durations(
-    wl: Workload, topo: Topology, contention: float = 0.0
+    wl: Workload, topo: Topology, contention: float = 0.0, limits: RunLimits | None = None
 ) -> dict[tuple[str, int], float]:
+    limits = limits or RunLimits()
     out = {}
     for cj in wl.cojobs:
         single = replace(wl, cojobs=(replace(cj, arrival=0.0),), release_after={})
-        r = engine_for(single, "fs", topo, 0.0, QueueConfig(), contention).run()
+        r = engine_for(single, "fs", topo, 0.0, QueueConfig(), contention).run(
+            max_time=limits.max_time, deadline=limits.deadline
+        )
         for s in r.stages:
             out[(s["cojob"], s["stage"])] = s["duration"]
     return out
@@ -125,6 +129,7 @@ def run_policies(
     contention: bool = True,
     progress: bool = True,
     calibrated: bool = False,
+    limits: RunLimits | None = None,
 ) -> dict[str, PolicyRun]:
     """Run every policy on ``wl``. Links follow the workload's contention model
     (``model.contention``: Eq. 5 with the admission parameters b and eta, or ideal
@@ -143,7 +148,8 @@ def run_policies(
     model = queues.admission or ContentionModel()
     topo.capacity = topo.capacity * link_goodput(wl, model, topo, calibrated)
     penalty = model.eta / model.b if contention and wl.contention == "wang" else 0.0
-    alone = alone_durations(wl, topo, penalty)
+    limits = limits or RunLimits()
+    alone = alone_durations(wl, topo, penalty, limits)
     out = {}
     from tqdm import tqdm
 
@@ -151,6 +157,8 @@ def run_policies(
     for p in bar:
         bar.set_postfix_str(p)
         t0 = time.perf_counter()
-        r = engine_for(wl, p, topo, period, queues, penalty).run()
+        r = engine_for(wl, p, topo, period, queues, penalty).run(
+            max_time=limits.max_time, deadline=limits.deadline
+        )
         out[p] = PolicyRun(r, summarize(r, alone), time.perf_counter() - t0)
     return out

@@ -70,7 +70,7 @@ def cluster_config(
             "period": period,
             "min_gap": 0.05,
         },
-        "failure": {"plan_ttl": plan_ttl, "agent_timeout": 2.0},
+        "failure": {"plan_ttl": max(plan_ttl, 2 * period), "agent_timeout": 2.0},
         "agent": {"metrics_port": 0, "backend": "htb"},
         "coordinator": {"listen": "127.0.0.1:17001"},
         "metrics": {"coordinator": "127.0.0.1:0"},

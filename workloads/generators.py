@@ -18,8 +18,8 @@ from collections.abc import Callable
 import numpy as np
 
 from pda.model import Cojob, Job
+from workloads.model import Workload
 from workloads.placement import Placer
-from workloads.schema import Workload
 
 MODELS = {  # name: (bytes, compute seconds per iteration)
     "DeepSpeech2": (160e6, 0.35),

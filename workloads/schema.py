@@ -6,10 +6,11 @@ Every error is a :class:`ConfigError` whose path names the field, e.g.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from importlib import resources
 from typing import Any
 
+from common import limits as L
 from common import validate as v
 from common.errors import ConfigError
 from common.flows import ARCHS
@@ -17,6 +18,9 @@ from common.yamlfile import parse_yaml, read_text
 from pda.model import Cojob, FlowSpec, Job
 from pda.queues import QueueConfig
 from pda.settings import parse_admission, parse_queues
+from workloads.checks import check_capacity, check_workload
+from workloads.generators import GENERATORS
+from workloads.model import Workload
 
 TOP_KEYS = (
     "name", "description", "hosts", "topology", "capacity", "time_unit", "scheduling",
@@ -30,7 +34,7 @@ RING_MODES = ("fluid", "steps")
 CONTENTION_MODELS = ("wang", "none")
 # a leafspine topology's capacity comes from its link speed
 COJOB_KEYS = ("id", "arrival", "stages", "jobs")
-MAX_ARRIVAL = 1e9  # time units; an arrival past it would never come in any experiment
+MAX_ARRIVAL = L.MAX_ARRIVAL
 JOB_KEYS = (
     "id",
     "arch",
@@ -46,42 +50,11 @@ JOB_KEYS = (
 FLOW_KEYS = ("src", "dst", "bytes")
 
 
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    hosts: tuple[str, ...]
-    cojobs: tuple[Cojob, ...]
-    capacity: float  # bytes per time unit of every host port
-    time_unit: str  # "s" or a name such as "unit" for textbook examples
-    topology: str | None = None  # bigswitch:P or leafspine:...; None = big switch
-    # cojob id -> (cojob id, stage): arrives when that stage of that cojob completes
-    release_after: dict[str, tuple[str, int]] = field(default_factory=dict)
-    period: float = 0.0  # default scheduling period for experiments (0 = every event)
-    meta: dict = field(default_factory=dict)  # generator parameters (scale factors, seed)
-    queues: QueueConfig | None = None  # scheduling.queues/admission; None: the defaults
-    # PS iterations: push then pull ("sequential") or both at once ("overlap")
-    ps_mode: str = "sequential"
-    # ring all-reduce iterations: every hop's bytes as one flow ("fluid"), or 2(W-1)
-    # steps of a chunk per hop with a barrier after each ("steps", as the replay runs)
-    ring_mode: str = "fluid"
-    # link sharing between jobs: Wang et al.'s Eq. 5 ("wang") or ideal fluid ("none");
-    # unset in a file: "wang" for workloads in seconds, "none" for textbook time units
-    contention: str = "wang"
-    # traffic between a host and itself: not on the network ("drop"), or through the
-    # host's own uplink and downlink ("ports", e.g. containers in separate namespaces)
-    local_traffic: str = "drop"
-    # share of every link's rate that payload moves at (headers, TCP's losses): 1 is the
-    # nominal rate; `grouper calibrate` measures it as 1 / (b x host link rate)
-    goodput: float = 1.0
-
-
 def load_workload(spec: str, **params: float) -> Workload:
     """``builtin:NAME`` or a path to a YAML file. ``params`` go to generated builtins
     (``seed``, ``load``, ``comm_ratio``, ``scale``)."""
     if spec.startswith("builtin:"):
         name = spec.split(":", 1)[1]
-        from workloads.generators import GENERATORS
-
         if name in GENERATORS:
             return GENERATORS[name](**params)
         ref = resources.files("workloads") / "builtin" / f"{name}.yaml"
@@ -130,6 +103,8 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
     known = set(hosts)
     capacity = v.number(v.get(top, "capacity", "", 1.0), "capacity", positive=True)
     time_unit = v.string(v.get(top, "time_unit", "", "s"), "time_unit")
+    if "capacity" in top:  # unset: 1 byte per time unit, the textbook examples' unit
+        check_capacity(capacity, time_unit)
     cojobs_raw = v.sequence(v.get(top, "cojobs", ""), "cojobs", min_len=1)
     model = v.mapping(top.get("model", {}), "model", MODEL_KEYS)
     barrier = v.boolean(model.get("barrier", True), "model.barrier")
@@ -144,7 +119,7 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
     topology = top.get("topology")
     period, queues = _scheduling(top.get("scheduling", {}))
     default_contention = "wang" if time_unit == "s" else "none"
-    return Workload(
+    wl = Workload(
         name,
         hosts,
         tuple(cojobs),
@@ -163,6 +138,8 @@ def parse_workload(data: Any, default_name: str = "workload") -> Workload:
         ),
         goodput=_goodput(model.get("goodput", 1.0)),
     )
+    check_workload(wl)
+    return wl
 
 
 def _goodput(raw: Any) -> float:
@@ -203,7 +180,14 @@ def _parse_cojob(raw: Any, path: str, known: set[str]) -> Cojob:
             v.join(path, "arrival"), f"{arrival:g} is past the {MAX_ARRIVAL:g} time-unit horizon"
         )
     stages_raw = v.sequence(v.get(m, "stages", path), v.join(path, "stages"), min_len=1)
-    stages = tuple(v.integer(x, f"{path}.stages[{k}]", minimum=1) for k, x in enumerate(stages_raw))
+    if len(stages_raw) > L.MAX_STAGES:
+        raise ConfigError(
+            v.join(path, "stages"), f"{len(stages_raw)} stages, at most {L.MAX_STAGES}"
+        )
+    stages = tuple(
+        v.integer(x, f"{path}.stages[{k}]", minimum=1, maximum=L.MAX_ITERATIONS)
+        for k, x in enumerate(stages_raw)
+    )
     jobs_raw = v.sequence(v.get(m, "jobs", path), v.join(path, "jobs"), min_len=1)
     jobs = tuple(_parse_job(j, f"{path}.jobs[{i}]", known) for i, j in enumerate(jobs_raw))
     for i, job in enumerate(jobs):
@@ -225,9 +209,14 @@ def _parse_job(raw: Any, path: str, known: set[str]) -> Job:
     arch = v.choice(v.get(m, "arch", path), v.join(path, "arch"), ARCHS)
     kw: dict[str, Any] = {
         "compute_time": v.number(
-            v.get(m, "compute_time", path, 0.0), v.join(path, "compute_time"), minimum=0
+            v.get(m, "compute_time", path, 0.0),
+            v.join(path, "compute_time"),
+            minimum=0,
+            maximum=L.MAX_COMPUTE,
         ),
-        "done": v.integer(v.get(m, "done", path, 0), v.join(path, "done"), minimum=0),
+        "done": v.integer(
+            v.get(m, "done", path, 0), v.join(path, "done"), minimum=0, maximum=L.MAX_STAGE_SUM
+        ),
         "weight": v.number(v.get(m, "weight", path, 1.0), v.join(path, "weight"), positive=True),
     }
     if "stages" in m:
@@ -242,7 +231,7 @@ def _parse_job(raw: Any, path: str, known: set[str]) -> Job:
             return Job.explicit(jid, flows, **kw)
         if "flows" in m:
             raise ConfigError("flows", f"not used with arch {arch!r} (traffic follows from it)")
-        model = v.number(v.get(m, "model_bytes", path), v.join(path, "model_bytes"), positive=True)
+        model = _bytes(v.get(m, "model_bytes", path), v.join(path, "model_bytes"))
         workers = _hosts(v.get(m, "workers", path), v.join(path, "workers"), known)
         if arch == "ps":
             servers = _hosts(v.get(m, "servers", path), v.join(path, "servers"), known)
@@ -264,5 +253,10 @@ def _parse_flow(raw: Any, path: str, known: set[str]) -> FlowSpec:
         if host not in known:
             raise ConfigError(v.join(path, key), f"unknown host {host!r}")
         ends.append(host)
-    size = v.number(v.get(m, "bytes", path), v.join(path, "bytes"), positive=True)
+    size = _bytes(v.get(m, "bytes", path), v.join(path, "bytes"))
     return FlowSpec(ends[0], ends[1], size)
+
+
+def _bytes(raw: Any, path: str) -> float:
+    """Bytes per iteration: MIN_BYTES to MAX_BYTES."""
+    return v.number(raw, path, positive=True, minimum=L.MIN_BYTES, maximum=L.MAX_BYTES)

@@ -94,7 +94,12 @@ def test_bench_pda_small():
         (["simulate", "--scale", "-1"], "argument --scale: must be a finite number in (0, 100]"),
         (["simulate", "--load", "inf"], "argument --load: must be a finite number in (0, 10]"),
         (["simulate", "--seed", "-3"], "argument --seed: must be between 0 and"),
-        (["emulate", "--period", "0"], "argument --period: must be a finite number in (0, 60]"),
+        (["emulate", "--period", "0"], "argument --period: must be a finite number in [0.01, 60]"),
+        (
+            ["emulate", "--period", "1e-6"],
+            "argument --period: must be a finite number in [0.01, 60]",
+        ),
+        (["simulate", "--period", "1e-6"], "argument --period: must be 0 (every event) or 0.001"),
         (["emulate", "--policies", "fs,fifo"], "--policies: unknown policy 'fifo' (known: fs,"),
         (["emulate", "--policies", ","], "--policies: name at least one policy"),
         (["emulate", "--runs", "0"], "argument --runs: must be between 1 and 20"),
@@ -118,6 +123,19 @@ def test_bench_pda_small():
         (["bench", "ratio", "--max-stages", "0"], "argument --max-stages: must be between 1 and"),
         (["bench", "agent", "--flows", "-3"], "argument --flows: must be between 10 and"),
         (["order"], "the following arguments are required: --workload"),
+        # issue 33: non-ASCII digits, outputs that cannot be written, ignored flags
+        (["coordinator", "--config", "c", "--listen", "h:7\u00b9"], "--listen: expected HOST:"),
+        (["bench", "pda", "--hosts", "\u0663\u0660"], "--hosts: expected an integer in ASCII"),
+        (["simulate", "--load", "\u0662"], "argument --load: expected a number in ASCII digits"),
+        (["order", "--workload", "builtin:fig3", "--json", "/dev/full"], "'/dev/full' is a dev"),
+        (["order", "--workload", "builtin:fig3", "--json", "/"], "--json: '/' is a directory"),
+        (["simulate", "--out", "/dev/null/x"], "--out: '/dev/null' is not a directory"),
+        (["simulate", "--what", "load"], "--what: only with simulate sweep"),
+        (["simulate", "sweep"], "--what: simulate sweep needs one"),
+        (["simulate", "--workload", "builtin:fig3", "--load", "2"], "--load: workload 'builti"),
+        (["simulate", "--mode", "jobs", "--period", "1"], "--period: not used with --mode jobs"),
+        (["simulate", "--iteration-batch", "5"], "--iteration-batch: only with --mode jobs"),
+        (["simulate", "--workload", "builtin:fig3", "--max-sim-time", "3"], "needs at least 12"),
     ],
 )
 def test_bad_cli_numbers_exit_2_with_one_line(args, message):

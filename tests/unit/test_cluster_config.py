@@ -39,8 +39,8 @@ def mutate(path, value):
     [
         (["hosts", 1, "nic"], KeyError, r"^hosts\[1\]\.nic: required$"),
         (["hosts", 0, "address"], "10.0.1", r"^hosts\[0\]\.address: expected an IPv4 address"),
-        (["hosts", 1, "name"], "gpu01", r"^hosts\[1\]\.name: duplicate host 'gpu01'"),
-        (["hosts", 0, "link_mbps"], 0, r"^hosts\[0\]\.link_mbps: must be positive"),
+        (["hosts", 1, "name"], "gpu01", r"^hosts\[1\]\.name: 'gpu01' is also hosts\[0\]\.name"),
+        (["hosts", 0, "link_mbps"], 0, r"^hosts\[0\]\.link_mbps: must be at least 1,"),
         (["hosts", 0, "address6"], "10.0.0.1", r"^hosts\[0\]\.address6: expected an IPv6"),
         (["agent", "discovery_interval"], 0.001, r"^agent\.discovery_interval: must be between"),
         (["agent", "metrics_port"], 7070, r"^agent\.metrics_port: port 7070 is also agent\.port$"),
@@ -50,7 +50,7 @@ def mutate(path, value):
         (["queues", "count"], 1, r"^queues\.count: must be at least 2"),
         (["queues", "dscp"], [1, 2], r"^queues\.dscp: needs one code point per band"),
         (["scheduling", "policy"], "best", r"^scheduling\.policy: must be one of"),
-        (["scheduling", "period"], -1, r"^scheduling\.period: must be positive"),
+        (["scheduling", "period"], -1, r"^scheduling\.period: must be at least 0\.01,"),
         (["admission", "b"], 0, r"^admission\.b: must be positive"),
         (["failure", "plan_ttl"], "soon", r"^failure\.plan_ttl: expected a number"),
         (["agent", "backend"], "ets", r"^agent\.backend: must be one of auto, prio, htb"),
@@ -61,11 +61,40 @@ def mutate(path, value):
         (["queues", "scavenger"], 3, r"^queues\.scavenger: must be the lowest band \(7\) or -1"),
         (["queues", "colour"], "red", r"^queues\.colour: unknown key"),
         (["extra"], 1, r"^extra: unknown key"),
+        # issue 33: values the kernel, a socket or the coordinator would trip over later
+        (["hosts", 0, "nic"], "enp1s0f0np0-extra", r"^hosts\[0\]\.nic: .* interface name"),
+        (["hosts", 0, "nic"], "eth0/1", r"^hosts\[0\]\.nic: 'eth0/1' is not an interface"),
+        (["hosts", 0, "nic"], "eth 0", r"^hosts\[0\]\.nic: 'eth 0' is not an interface"),
+        (["hosts", 0, "nic"], "eth0;reboot", r"^hosts\[0\]\.nic: .* not an interface"),
+        (["hosts", 0, "agent"], "'; rm -rf /:7070", r"^hosts\[0\]\.agent: .* not a host name"),
+        (["hosts", 0, "agent"], "10.0.0.11:7\u00b970", r"^hosts\[0\]\.agent: expected HOST:PORT"),
+        (["hosts", 0, "agent"], "10.0.0.11:\u0667\u0660", r"^hosts\[0\]\.agent: expected HOST:"),
+        (["hosts", 0, "agent"], "0.0.0.0:7070", r"^hosts\[0\]\.agent: 0\.0\.0\.0 is the all-zero"),
+        (["hosts", 0, "address"], "255.255.255.255", r"^hosts\[0\]\.address: .* broadcast"),
+        (["hosts", 0, "address"], "224.0.0.1", r"^hosts\[0\]\.address: .* multicast"),
+        (["hosts", 0, "address"], "0.0.0.0", r"^hosts\[0\]\.address: .* all-zero"),
+        (["hosts", 0, "address6"], "ff02::1", r"^hosts\[0\]\.address6: .* multicast"),
+        (["hosts", 0, "link_mbps"], 25e9, r"^hosts\[0\]\.link_mbps: must be at most 1e\+07"),
+        (["hosts", 0, "link_mbps"], 10**400, r"^hosts\[0\]\.link_mbps: too large"),
+        (["scheduling", "min_gap"], 2.0, r"^scheduling\.min_gap: 2 s is longer than"),
+        (["scheduling", "period"], 1e-6, r"^scheduling\.period: must be at least 0\.01"),
+        (["failure", "plan_ttl"], 0.5, r"^failure\.plan_ttl: 0\.5 s is not longer than"),
+        (["queues", "reserved"], [0, 3], r"^queues\.reserved: \[0, 3\] must be the top bands"),
+        (["queues", "reserved"], [0, 0], r"^queues\.reserved: .* each once"),
     ],
 )
 def test_bad_configs_name_the_field(path, value, message):
     with pytest.raises(ConfigError, match=message):
         parse_cluster_config(mutate(path, value))
+
+
+def test_a_file_with_two_hosts_on_one_agent_endpoint_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(mutate(["hosts", 1, "agent"], "10.0.0.11:7070")))
+    with pytest.raises(
+        ConfigError, match=r"^hosts\[1\]\.agent: '10\.0\.0\.11:7070' is also hosts\[0\]"
+    ):
+        load_cluster_config(path)
 
 
 def test_check_config_cli_exit_codes(tmp_path):
