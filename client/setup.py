@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "proto"))
 from generate import generate  # noqa: E402
 
 # the modules of the package ``grouper`` itself that training code needs
-CLIENT_MODULES = {"__init__", "client", "launcher"}
+CLIENT_MODULES = {"__init__", "client", "client_main", "launcher"}
 
 
 class BuildClient(build_py):

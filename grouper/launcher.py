@@ -13,14 +13,13 @@ With no agent, or an agent that cannot be reached, the command runs unscheduled 
 warning): training never depends on the scheduler.
 
 Part of the ``grouper-client`` distribution (see ``client/``): it imports nothing of ours
-but :mod:`grouper.client`, and its console script ``grouper`` runs the full command line
-where the full distribution is installed, ``grouper run`` alone where it is not.
+but :mod:`grouper.client`. The full command line (:mod:`grouper.cli`) and the client's
+own console script (:mod:`grouper.client_main`) both take ``grouper run`` from here.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import signal
 import subprocess
@@ -73,29 +72,6 @@ def add_arguments(ru: argparse.ArgumentParser) -> None:
         "pod), a cgroup v2 path, or none (pids only)",
     )
     ru.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``grouper`` as ``grouper-client`` installs it: the full command line when the
-    full distribution is there too, else ``grouper run`` only."""
-    argv = sys.argv[1:] if argv is None else argv
-    if importlib.util.find_spec("grouper.cli") is not None:
-        from grouper.cli import main as full_main
-
-        return full_main(argv)
-    p = argparse.ArgumentParser(
-        prog="grouper",
-        description="grouper-client: `grouper run` starts a command as a grouper job "
-        "(the other subcommands come with the full grouper distribution)",
-    )
-    sub = p.add_subparsers(dest="subcommand", required=True)
-    add_arguments(sub.add_parser("run", help="run a command as a grouper job"))
-    args = p.parse_args(argv)
-    try:
-        return run(args)
-    except UsageError as exc:
-        print(f"grouper: error: {exc}", file=sys.stderr)
-        return 2
 
 
 def parse_stages(text: str) -> list[int]:

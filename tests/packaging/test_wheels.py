@@ -40,7 +40,7 @@ def test_client_wheel_holds_only_the_training_side(wheels):
     tops = {n.split("/")[0] for n in names(wheels["client"]) if not n.startswith("grouper_")}
     assert tops == {"grouper"}, "no generic top-level modules in a training environment"
     modules = {n for n in names(wheels["client"]) if n.startswith("grouper/")}
-    assert "grouper/client.py" in modules and "grouper/launcher.py" in modules
+    assert {"grouper/client.py", "grouper/launcher.py", "grouper/client_main.py"} <= modules
     assert not {"grouper/cli.py", "grouper/cluster_config.py"} & modules
     meta = zipfile.ZipFile(wheels["client"])
     (info,) = [n for n in meta.namelist() if n.endswith(".dist-info/METADATA")]
