@@ -25,4 +25,7 @@ def test_bench_reaction_times_each_registration_to_its_senders_kernel(tmp_path):
     for r in registered:  # a new flow always changes its sender's plan
         assert r["status"] == "ok" and r["host"] in r["hosts"], r
         assert r["seconds"] > 0 and all(r[k] >= 0 for k in ("planning", "kernel")), r
-    assert result["seconds"]["max"] >= result["seconds"]["p50"] > 0
+    # events wake the coordinator: a registration reaches the kernel well inside the
+    # 5 s period (about 15 ms on a quiet machine; waiting for the next periodic cycle
+    # would take 2.5 s on average). The old check, max >= p50, held by definition.
+    assert 0 < result["seconds"]["p50"] < 1.0, result["seconds"]
