@@ -28,3 +28,4 @@ MIN_LIVE_PERIOD = 0.01  # seconds: the coordinator's period and min_gap on a rea
 MIN_ITERATION_TIME = 1e-6  # time units one iteration takes alone, at least
 MAX_SIM_EVENTS = 20_000_000  # iterations and scheduling rounds of one simulated run
 MAX_STAGE_SUM = MAX_STAGES * MAX_ITERATIONS  # iterations of one job, at most
+MAX_FLOWS = 1_000_000  # flows of one workload (a PS job has 2 x workers x servers)

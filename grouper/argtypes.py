@@ -86,6 +86,14 @@ def period(text: str) -> float:
     return x
 
 
+def interface(text: str) -> str:
+    """A network interface name the kernel takes (as the cluster config's ``nic``)."""
+    try:
+        return v.interface_name(text, "")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.problem) from None
+
+
 def log_level(text: str) -> str:
     level = text.upper()
     if level not in LOG_LEVELS:

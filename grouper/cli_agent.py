@@ -11,7 +11,7 @@ from grouper import argtypes as T
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="cluster YAML")
     p.add_argument("--host", required=True, help="this host's name in the config")
-    p.add_argument("--nic", help="override the host's NIC")
+    p.add_argument("--nic", type=T.interface, help="override the host's NIC")
     p.add_argument(
         "--listen", type=T.address(), help="coordinator API address (HOST:PORT or unix:PATH)"
     )

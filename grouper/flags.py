@@ -50,6 +50,7 @@ def check_outputs(args: argparse.Namespace) -> None:
     """``--json`` and ``--out`` can be written, checked before the work: a long run must
     not fail at its end because one names a directory, a device or a missing place."""
     check_output_file(getattr(args, "json", None), "--json")
+    check_output_file(getattr(args, "trace", None), "--trace")  # the coordinator's
     if args.command in OUT_IS_FILE:
         check_output_file(getattr(args, "out", None), "--out")
     else:

@@ -31,6 +31,9 @@ def check_capacity(capacity: float, time_unit: str, path: str = "capacity") -> N
 def check_workload(wl: Workload, paths: bool = True) -> None:
     """Every job reaches the network, and one iteration is not too short to time."""
     local_on_ports = wl.local_traffic == "ports"
+    flows = sum(len(job.flows) for cj in wl.cojobs for job in cj.jobs)
+    if flows > L.MAX_FLOWS:
+        raise ConfigError("cojobs", f"{flows} flows in all, at most {L.MAX_FLOWS:.0e}")
     for g, cj in enumerate(wl.cojobs):
         for i, job in enumerate(cj.jobs):
             path = f"cojobs[{g}].jobs[{i}]" if paths else f"cojob {cj.cojob_id} job {job.job_id}"

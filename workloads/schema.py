@@ -235,6 +235,12 @@ def _parse_job(raw: Any, path: str, known: set[str]) -> Job:
         workers = _hosts(v.get(m, "workers", path), v.join(path, "workers"), known)
         if arch == "ps":
             servers = _hosts(v.get(m, "servers", path), v.join(path, "servers"), known)
+            if 2 * len(workers) * len(servers) > L.MAX_FLOWS:  # every worker to every server
+                raise ConfigError(
+                    "servers",
+                    f"{len(workers)} workers x {len(servers)} servers make over "
+                    f"{L.MAX_FLOWS:.0e} flows",
+                )
             return Job.ps(jid, model, workers, servers, **kw)
         if "servers" in m:
             raise ConfigError("servers", "a ring job has no servers")

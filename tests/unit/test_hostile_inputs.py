@@ -347,6 +347,7 @@ def workload(job: dict, stages: list | None = None, **top: object) -> dict:
 
 
 RING = {"id": "j", "arch": "ring", "model_bytes": 1e6}
+WIDE = [f"h{i}" for i in range(1000)]
 PS = {"id": "j", "arch": "ps", "model_bytes": 1e6}
 
 
@@ -363,6 +364,10 @@ PS = {"id": "j", "arch": "ps", "model_bytes": 1e6}
         (workload(flows_job(), capacity=1e20), r"^capacity: 1e\+20 bytes per second is outside"),
         (workload(flows_job(), [4] * 1001), r"cojobs\[0\]\.stages: 1001 stages, at most 1000"),
         (workload({**RING, "workers": ["a", "b"], "compute_time": 1e9}), r"compute_time: must be"),
+        (
+            workload({**PS, "workers": WIDE, "servers": WIDE}, hosts=WIDE),
+            r"jobs\[0\]\.servers: 1000 workers x 1000 servers make over 1e\+06 flows",
+        ),
     ],
 )
 def test_the_issues_workloads_are_refused_by_name(doc, message):
