@@ -24,7 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pda.priorities import QueueConfig
+from pda.queues import QueueConfig
+from pda.switch_queues import switch_queue_map
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[st
     """tc commands giving ``dev`` the cluster's DSCP-keyed strict-priority queues."""
     rate = f"{mbps}mbit"
     tiny = f"{max(mbps * 1000 * queues.min_share, 8):g}kbit"
-    default = 0x10 + queues.default_band
+    qmap = switch_queue_map(queues)  # the map grouper switch-config writes for switches
+    default = 0x10 + qmap.default_band
     cmds = [
         f"tc qdisc replace dev {dev} root handle 1: htb default {default:x}",
         f"tc class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} quantum 1514",
@@ -85,7 +87,7 @@ def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[st
             f"tc qdisc add dev {dev} parent 1:{0x10 + band:x} handle {0x20 + band:x}: "
             f"pfifo limit {SWITCH_QUEUE_PACKETS}"
         )
-    for band, dscp in enumerate(queues.dscp_table):
+    for band, dscp in enumerate(qmap.table):
         cmds.append(
             f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip "
             f"dsfield {dscp << 2:#x} 0xfc flowid 1:{0x10 + band:x}"
