@@ -124,7 +124,7 @@ def job_states(core: AgentCore, *, counters: bool = False) -> dict[JobKey, pb.Jo
     return out
 
 
-async def host_report(core: AgentCore) -> pb.HostReport:
+async def host_report(core: AgentCore, *, with_plan: bool = False) -> pb.HostReport:
     jobs = list(job_states(core, counters=True).values())
     bands = [
         pb.BandCounter(band=b, bytes=c["bytes"], packets=c["packets"], drops=c["drops"])
@@ -137,6 +137,12 @@ async def host_report(core: AgentCore) -> pb.HostReport:
         plan_version=core.version,
         backend=core.kernel.backend,
         priorities_active=core.priorities_active,
+        flows=[
+            pb.FlowPriority(flow_id=f, band=r.band, dscp=r.dscp)
+            for f, r in sorted(core.entries.items())
+        ]
+        if with_plan
+        else [],
     )
 
 
@@ -167,7 +173,7 @@ class AgentServicer(pbg.AgentServicer):
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, err)
 
     async def Collect(self, request: pb.CollectRequest, context: Any) -> pb.HostReport:
-        return await host_report(self.core)
+        return await host_report(self.core, with_plan=request.with_plan)
 
     async def ApplyPlan(self, request: pb.Plan, context: Any) -> pb.ApplyResult:
         await self._check(context, "ApplyPlan")

@@ -12,6 +12,7 @@ from grouper import argtypes as T
 from grouper.cli_agent import add_arguments as add_agent_arguments
 from grouper.cli_bench import add_bench
 from grouper.flags import check_flags
+from grouper.status import add_status
 from grouper.switch_config import add_switch_config
 
 
@@ -342,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_daemons,
         _add_run,
         add_switch_config,
+        add_status,
     ):
         part(add)
     add_bench(sub.add_parser("bench", help="benchmarks (print figures, assert nothing)"))

@@ -7,6 +7,8 @@
 #   mininet           mnexec and friends for the emulated leaf-spine (make demo, tests)
 #   qemu-system-x86, busybox-static   the stock-kernel VM of tests/vm (scripts/vm/run.py)
 #   systemd           systemd-analyze verify on deploy/*.service (tests/kernel/test_units.py)
+#   prometheus        a real Prometheus for the Grafana dashboard's test (tests/kernel/test_prometheus.py;
+#                     the test starts its own server, the package's service is not used)
 set -euo pipefail
 need=()
 command -v python3 >/dev/null || need+=(python3)
@@ -19,6 +21,7 @@ command -v mnexec >/dev/null || need+=(mininet)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v prometheus >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -32,6 +32,7 @@ PRIVILEGED = {
     "bench reaction",
     "bench discovery",
     "bench datapath",
+    "status",  # asks running agents and a coordinator: tests/kernel/test_prometheus.py
 }
 
 
