@@ -19,6 +19,7 @@ from pda.admission import ContentionModel
 from pda.queues import QueueConfig
 from pda.settings import POLICIES
 from simulator.engine import Engine
+from simulator.fast import FastEngine, coflow_shaped
 from simulator.limits import RunLimits
 from simulator.state import SimResult
 from workloads.schema import Workload
@@ -60,13 +61,25 @@ def engine_for(
     period: float,
     queues: QueueConfig,
     contention: float = 0.0,
-) -> Engine:
+) -> Engine | FastEngine:
+    """The policy's engine: the fast path for coflow-shaped workloads (same results,
+    ``tests/unit/test_fast_simulator.py``), the general engine otherwise."""
     base = policy
     unlimited = False
     if policy == "grouper-noadmit":
         base, queues = "grouper", replace(queues, admission=None)
     elif policy == "grouper-infinite":
         base, unlimited = "grouper", True
+    if coflow_shaped(wl.cojobs, topo, period, wl.release_after, wl.ring_mode == "steps"):
+        return FastEngine(
+            list(wl.cojobs),
+            topo,
+            base,
+            queues=queues,
+            unlimited=unlimited,
+            contention=contention,
+            local_on_ports=wl.local_traffic == "ports",
+        )
     return Engine(
         list(wl.cojobs),
         topo,

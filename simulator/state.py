@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from pda.model import Cojob, FlowSpec, Job
 from workloads.topology import Topology
-
-if TYPE_CHECKING:
-    from simulator.engine import Engine
 
 
 @dataclass
@@ -69,7 +66,21 @@ class SimResult:
     bytes_expected: float = 0.0  # iterations run x bytes per iteration crossing the network
 
 
-def collect_result(engine: Engine) -> SimResult:
+class FinishedRun(Protocol):
+    """What a finished run hands :func:`collect_result`: the engines (``Engine``, and
+    ``FastEngine`` for coflow-shaped workloads) provide it, so this module, below both,
+    imports neither."""
+
+    policy: str
+    jobs: list[SimJob]
+    cojobs: list[SimCojob]
+    events: int
+    reschedules: int
+    delivered: float
+    local_on_ports: bool
+
+
+def collect_result(engine: FinishedRun) -> SimResult:
     """Every finished stage and every job of a finished run."""
     stages, jobs = [], []
     for c in engine.cojobs:

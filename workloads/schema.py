@@ -52,7 +52,12 @@ FLOW_KEYS = ("src", "dst", "bytes")
 
 def load_workload(spec: str, **params: float) -> Workload:
     """``builtin:NAME`` or a path to a YAML file. ``params`` go to generated builtins
-    (``seed``, ``load``, ``comm_ratio``, ``scale``)."""
+    (``seed``, ``load``, ``comm_ratio``, ``scale``); ``coflow:PATH`` (a coflow-benchmark
+    trace) takes ``link_gbps`` and ``fraction``."""
+    if spec.startswith("coflow:"):
+        from workloads.coflow_trace import load_coflow_trace
+
+        return load_coflow_trace(spec.split(":", 1)[1], **params)
     if spec.startswith("builtin:"):
         name = spec.split(":", 1)[1]
         if name in GENERATORS:

@@ -1,0 +1,91 @@
+"""The fast path (``simulator/fast.py``) gives the general engine's completion times on
+coflow-shaped workloads, for every policy: speed does not change results."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pda.admission import ContentionModel
+from pda.priorities import QueueConfig
+from simulator.engine import Engine
+from simulator.fast import FastEngine, coflow_shaped
+from simulator.run import SIM_POLICIES, engine_for, topology_of
+from workloads.coflow_trace import parse_coflow_trace, trace_workload
+from workloads.model import Workload
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> str:
+    """A small coflow-benchmark trace: ties in arrival and size on purpose."""
+    ports = draw(st.integers(2, 5))
+    lines = []
+    for i in range(draw(st.integers(1, 7))):
+        arrival = draw(st.sampled_from([0, 0, 100, 250, 1000, 1700, 3000]))
+        mappers = draw(st.lists(st.integers(0, ports - 1), min_size=1, max_size=3, unique=True))
+        reducers = draw(st.lists(st.integers(0, ports - 1), min_size=1, max_size=3, unique=True))
+        sizes = [draw(st.sampled_from([0.5, 1.0, 2.0, 3.0, 7.5, 40.0])) for _ in reducers]
+        red = " ".join(f"{r}:{s}" for r, s in zip(reducers, sizes, strict=True))
+        m = " ".join(map(str, mappers))
+        lines.append(f"{i + 1} {arrival} {len(mappers)} {m} {len(reducers)} {red}")
+    return f"{ports} {len(lines)}\n" + "\n".join(lines) + "\n"
+
+
+def reference(wl: Workload, policy: str, queues: QueueConfig, penalty: float) -> Engine:
+    """The general engine with the arguments ``engine_for`` gives it."""
+    base, unlimited = policy, False
+    if policy == "grouper-noadmit":
+        base, queues = "grouper", replace(queues, admission=None)
+    elif policy == "grouper-infinite":
+        base, unlimited = "grouper", True
+    return Engine(
+        list(wl.cojobs), topology_of(wl), base, queues=queues, unlimited=unlimited,
+        contention=penalty,
+    )  # fmt: skip
+
+
+def stage_ends(result: object) -> dict[str, float]:
+    return {s["cojob"]: s["end"] for s in result.stages}
+
+
+@pytest.mark.parametrize("policy", SIM_POLICIES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=traces(),
+    queues=st.sampled_from([3, 8]),
+    penalty=st.sampled_from([0.0, 0.0, 0.5]),
+)
+def test_fast_path_gives_the_engines_completion_times(
+    policy: str, text: str, queues: int, penalty: float
+) -> None:
+    trace = parse_coflow_trace(text)
+    if not trace.ids:
+        return
+    wl = trace_workload(trace, gbps=0.008)  # 1 MB/s ports: times in seconds per MB
+    cfg = QueueConfig(queues=queues, admission=ContentionModel())
+    topo = topology_of(wl)
+    fast = engine_for(wl, policy, topo, 0.0, cfg, penalty)
+    assert isinstance(fast, FastEngine)
+    got, want = fast.run(), reference(wl, policy, cfg, penalty).run()
+    ends, ref = stage_ends(got), stage_ends(want)
+    assert ends.keys() == ref.keys() == set(trace.ids)
+    a = np.asarray([ends[k] for k in ref])
+    b = np.asarray([ref[k] for k in ref])
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9)
+    assert [j["end"] for j in got.jobs] == pytest.approx([j["end"] for j in want.jobs], rel=1e-6)
+    assert got.bytes_delivered == pytest.approx(want.bytes_delivered, rel=1e-6)
+
+
+def test_only_coflow_shaped_workloads_take_the_fast_path() -> None:
+    wl = trace_workload(parse_coflow_trace("3 1\n1 0 1 0 1 2:1.0\n"))
+    topo = topology_of(wl)
+    assert coflow_shaped(wl.cojobs, topo, 0.0, {})
+    assert not coflow_shaped(wl.cojobs, topo, 1.0, {})  # a period: plans between events
+    two = replace(wl.cojobs[0], stage_iterations=(1, 1))
+    assert not coflow_shaped((two,), topo, 0.0, {})
+    slow = replace(wl.cojobs[0], jobs=(replace(wl.cojobs[0].jobs[0], compute_time=1.0),))
+    assert not coflow_shaped((slow,), topo, 0.0, {})
