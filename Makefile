@@ -41,7 +41,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 # (training environments) are constrained to it, so all three agree.
 UV_COMPILE := $(BIN)/uv pip compile -q --generate-hashes --no-header --python-version 3.11
 lock: $(VENV)/.installed
-	$(UV_COMPILE) --upgrade pyproject.toml --extra test --extra torch --extra optuna --extra dask \
+	$(UV_COMPILE) --upgrade pyproject.toml --extra test --extra torch --extra optuna --extra dask --extra ray \
 		--find-links /opt/wheels -c requirements/torch.txt -o requirements.txt
 	$(UV_COMPILE) pyproject.toml -c requirements.txt -o requirements/hosts.txt
 	$(UV_COMPILE) client/pyproject.toml -c requirements.txt -o requirements/client.txt
