@@ -184,6 +184,9 @@ def _add_simulate(add: T.Add) -> None:
         "--scale", type=T.real(0, 100, lo_open=True), help="generated builtins: iteration scale"
     )
     sim.add_argument(
+        "--link-gbps", type=T.real(0, 1e6, lo_open=True), help="coflow:PATH: port rate (default 1)"
+    )
+    sim.add_argument(
         "--no-contention",
         action="store_true",
         help="ideal fluid sharing instead of Eq. 5's contention model",

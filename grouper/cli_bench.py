@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from grouper import argtypes as T
+from simulator.bench import add_bench_simulator
 
 
 def _cmd_bench_pda(args: argparse.Namespace) -> int:
@@ -69,6 +70,7 @@ def add_bench(bench: argparse.ArgumentParser) -> None:
     add = T.adder(bsub, json_option=True)
     _add_planning_benches(add)
     _add_kernel_benches(add)
+    add_bench_simulator(add)  # grouper bench simulator --trace PATH (simulator/bench.py)
 
 
 def _add_planning_benches(add: T.Add) -> None:

@@ -42,6 +42,10 @@ def _params(args: object) -> dict:
         value = getattr(args, name, None)
         if value is not None:
             out[name] = value
+    if getattr(args, "link_gbps", None) is not None:  # a coflow trace's port rate
+        if not str(args.workload).startswith("coflow:"):
+            raise ConfigError("--link-gbps", "only with --workload coflow:PATH")
+        out["link_gbps"] = args.link_gbps
     return out
 
 

@@ -95,3 +95,25 @@ def test_bad_trace_exits_2_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, proc.stderr
     assert "bad line 3: reducers[0].mb" in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_link_gbps_sets_the_port_rate_and_only_for_traces(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text(SMALL)
+    cli = [sys.executable, "-m", "grouper.cli", "simulate", "--policies", "fs"]
+    out = tmp_path / "out"
+    got = subprocess.run(
+        [*cli, "--workload", f"coflow:{path}", "--link-gbps", "8", "--out", str(out),
+         "--json", "-"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    import json
+
+    fs = json.loads(got.stdout)["results"]["fs"]
+    # 8 Gbit/s = 1e9 B/s: coflow 1 takes 4 MB / 1e9 s, coflow 2 1 MB / 1e9 s
+    assert fs["avg_sct"] == pytest.approx((4 * MB / 1e9 + MB / 1e9) / 2)
+    bad = subprocess.run(
+        [*cli, "--workload", "builtin:fig3", "--link-gbps", "8"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "grouper: error: --link-gbps: only with --workload coflow:PATH"

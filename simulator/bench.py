@@ -1,0 +1,140 @@
+"""``grouper bench simulator --trace PATH``: every policy on a coflow-benchmark trace.
+
+Each (fraction of the trace, policy) runs in a fresh process (``spawn``), which loads
+the trace itself and reports its own peak resident memory, so a run's seconds and
+megabytes include loading and nothing of the runs before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import resource
+import time
+
+from common.errors import ConfigError
+from common.output import table, write_json
+
+POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper")
+
+
+def run_one(path: str, policy: str, fraction: float, link_gbps: float, offline: bool) -> dict:
+    """One policy on the first ``fraction`` of the trace (all at time 0: ``offline``)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from pda.admission import ContentionModel
+    from pda.priorities import QueueConfig
+    from simulator.run import engine_for, topology_of
+    from workloads import load_workload
+
+    t0 = time.perf_counter()
+    wl = load_workload(f"coflow:{path}", link_gbps=link_gbps, fraction=fraction)
+    if offline:
+        wl = replace(wl, cojobs=tuple(replace(c, arrival=0.0) for c in wl.cojobs))
+    loaded = time.perf_counter() - t0
+    topo = topology_of(wl)
+    engine = engine_for(
+        wl, policy, topo, 0.0, wl.queues or QueueConfig(admission=ContentionModel())
+    )
+    result = engine.run()
+    seconds = time.perf_counter() - t0
+    cct = np.asarray([s["sct"] for s in result.stages])
+    return {
+        "seconds": seconds,
+        "load_seconds": loaded,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "events": result.events,
+        "events_per_second": result.events / seconds,
+        "coflows": len(wl.cojobs),
+        "flows": int(wl.meta["flows"]),
+        "engine": type(engine).__name__,
+        "avg_cct": float(cct.mean()),
+        "p95_cct": float(np.percentile(cct, 95)),
+    }
+
+
+def _in_child(args: tuple) -> dict:
+    return run_one(*args)
+
+
+def bench_simulator(
+    path: str,
+    policies: list[str],
+    fractions: list[float],
+    link_gbps: float,
+    offline: bool,
+    json_path: str | None,
+) -> int:
+    """Every policy at every fraction, one fresh process each; the last fraction's runs
+    are ``policies`` in the JSON, every fraction's are in ``growth``."""
+    from workloads import load_workload
+
+    load_workload(f"coflow:{path}", link_gbps=link_gbps)  # a bad trace fails here, once
+    ctx = multiprocessing.get_context("spawn")
+    growth = []
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        for fraction in fractions:
+            runs = {}
+            for p in policies:
+                runs[p] = pool.apply(_in_child, ((path, p, fraction, link_gbps, offline),))
+            fs = runs.get("fs", {}).get("avg_cct")
+            for r in runs.values():
+                r["avg_cct_vs_fs"] = r["avg_cct"] / fs if fs else math.nan
+                p95 = runs.get("fs", {}).get("p95_cct")
+                r["p95_cct_vs_fs"] = r["p95_cct"] / p95 if p95 else math.nan
+            first = next(iter(runs.values()))
+            growth.append(
+                {"fraction": fraction, "coflows": first["coflows"], "flows": first["flows"],
+                 "policies": runs}
+            )  # fmt: skip
+    out = {"trace": path, "link_gbps": link_gbps, "offline": offline,
+           "policies": growth[-1]["policies"], "growth": growth}  # fmt: skip
+    write_json(out, json_path)
+    if json_path != "-":
+        _print(growth)
+    return 0
+
+
+def _print(growth: list[dict]) -> None:
+    rows = [
+        [f"{g['fraction']:g}", str(g["flows"]), p, f"{r['seconds']:.2f}", f"{r['peak_mb']:.0f}",
+         str(r["events"]), f"{r['avg_cct']:.4g}", f"{r['p95_cct']:.4g}",
+         f"{r['avg_cct_vs_fs']:.3f}"]
+        for g in growth
+        for p, r in g["policies"].items()
+    ]  # fmt: skip
+    header = ["fraction", "flows", "policy", "s", "peak MB", "events", "avg CCT", "p95", "/fs"]
+    print(table(rows, header))
+
+
+def add_bench_simulator(add: object) -> None:
+    """``grouper bench simulator`` on the CLI's ``bench`` adder (``grouper.argtypes``)."""
+    b = add("simulator", _cmd, "every policy on a coflow-benchmark trace: seconds, peak MB, events")
+    b.add_argument("--trace", required=True, help="a coflow-benchmark file (FB2010-1Hr-150-0.txt)")
+    b.add_argument("--policies", default=",".join(POLICIES))
+    b.add_argument(
+        "--fractions", default="1", help="first shares of the coflows, e.g. 0.0625,0.25,1"
+    )
+    b.add_argument("--link-gbps", dest="link_gbps", type=float, default=1.0, help="per port")
+    b.add_argument("--offline", action="store_true", help="every coflow at time 0")
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    from simulator.run import SIM_POLICIES
+
+    policies = [p for p in args.policies.split(",") if p]
+    for p in policies:
+        if p not in SIM_POLICIES:
+            raise ConfigError("--policies", f"unknown policy {p!r}")
+    try:
+        fractions = [float(x) for x in args.fractions.split(",") if x]
+    except ValueError:
+        raise ConfigError("--fractions", f"expected numbers, got {args.fractions!r}") from None
+    if not fractions or not all(0 < f <= 1 for f in fractions):
+        raise ConfigError("--fractions", "every fraction must be in (0, 1]")
+    if not (0 < args.link_gbps < 1e6):
+        raise ConfigError("--link-gbps", f"must be in (0, 1e6), got {args.link_gbps!r}")
+    return bench_simulator(args.trace, policies, fractions, args.link_gbps, args.offline, args.json)
