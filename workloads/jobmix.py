@@ -22,71 +22,33 @@ YAML (``kind: jobs``)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from common import validate as v
 from common.errors import ConfigError
+from common.yamlfile import parse_yaml, read_text
 from pda.admission import ContentionModel
 from pda.settings import parse_admission
+from workloads.authors_jobs import load_job_dir
+from workloads.gpujobs import (
+    MAX_GPUS,
+    MAX_JOBS,
+    WANG_GPU_MIX,
+    GpuCluster,
+    GpuJob,
+    JobMix,
+    Model,
+    gpu_counts,
+)
+from workloads.rarmix import parse_rarmix, yu_rar
 
-MB = 1e6  # the papers' model sizes are in MB of 10^6 bytes (b is seconds per byte)
-MAX_JOBS = 100_000
-MAX_GPUS = 1_000_000
-
-
-@dataclass(frozen=True)
-class Model:
-    """A DNN as Wang et al.'s Table III describes it (times in seconds per iteration)."""
-
-    name: str
-    size_mb: float
-    memory_mb: float
-    t_f: float
-    t_b: float
-
-    @property
-    def bytes(self) -> float:
-        return self.size_mb * MB
-
-    @property
-    def compute(self) -> float:
-        return self.t_f + self.t_b
-
-
-@dataclass(frozen=True)
-class GpuJob:
-    id: int
-    arrival: float
-    gpus: int
-    iterations: int
-    model: Model
-
-
-@dataclass(frozen=True)
-class GpuCluster:
-    servers: int
-    gpus_per_server: int
-    gpu_memory_mb: float = 16000.0
-
-    @property
-    def gpus(self) -> int:
-        return self.servers * self.gpus_per_server
-
-
-@dataclass(frozen=True)
-class JobMix:
-    name: str
-    cluster: GpuCluster
-    jobs: tuple[GpuJob, ...]
-    contention: ContentionModel
-    iteration_batch: int = 1
-    meta: dict | None = None
-    # a job holds its GPUs through its all-reduce (no other job computes on them)
-    hold_gpus: bool = False
-
+__all__ = [
+    "WANG_GPU_MIX", "WANG_MODELS", "GpuCluster", "GpuJob", "JobMix", "Model", "load_jobmix",
+    "parse_jobmix", "wang_64gpu",
+]  # fmt: skip
 
 # Wang et al., Table III (Tesla V100, PyTorch 1.2): size MB, memory MB, t_f and t_b in s
 WANG_MODELS = {
@@ -95,8 +57,6 @@ WANG_MODELS = {
     "inception-v3": Model("inception-v3", 103.0, 3291, 0.0349, 0.0524),
     "lstm-ptb": Model("lstm-ptb", 251.8, 2751, 0.0315, 0.0473),
 }
-# Wang et al. Section V-A: 160 jobs, half on one GPU; the rest by GPU count
-WANG_GPU_MIX = ((1, 80), (2, 14), (4, 26), (8, 30), (16, 8), (32, 2))
 WANG_GPU_MEMORY_MB = 32768.0  # the authors' simulator (see wang_64gpu)
 
 
@@ -113,11 +73,7 @@ def wang_64gpu(
     Tables IV and V; the paper's text names the V100-16GB. With 16,000 MB more jobs
     queue for memory (docs/job-scheduling.md has both)."""
     rng = np.random.default_rng(seed)
-    total = sum(n for _, n in WANG_GPU_MIX)
-    sizes: list[int] = []
-    for g, n in WANG_GPU_MIX:
-        sizes += [g] * max(1 if n else 0, round(n * jobs / total))
-    sizes = sizes[:jobs]
+    sizes = gpu_counts(jobs)
     rng.shuffle(sizes)
     arrivals = np.sort(rng.uniform(0, 1200, len(sizes)))
     # half short (at most 1,600 iterations, the paper's line between short and long),
@@ -152,9 +108,8 @@ TOP_KEYS = (
 def load_jobmix(spec: str, **params: Any) -> Any:
     """``builtin:NAME`` (generated with ``params``) or a YAML file: a :class:`JobMix`
     (``kind: jobs``, Wang et al.) or a :class:`~workloads.rarmix.RarMix`
-    (``kind: rar-jobs``, Yu et al.)."""
-    from workloads.rarmix import parse_rarmix, yu_rar
-
+    (``kind: rar-jobs``, Yu et al.), or a directory of the authors' ``job_*.json``
+    files (:mod:`workloads.authors_jobs`)."""
     generators = {**JOB_GENERATORS, "yu-rar": yu_rar}
     if spec.startswith("builtin:"):
         name = spec.split(":", 1)[1]
@@ -162,8 +117,8 @@ def load_jobmix(spec: str, **params: Any) -> Any:
             known = ", ".join(sorted(generators))
             raise ConfigError("workload", f"unknown job-level builtin {name!r} (known: {known})")
         return generators[name](**params)
-    from common.yamlfile import parse_yaml, read_text
-
+    if Path(spec).is_dir():
+        return load_job_dir(spec)
     data = parse_yaml(read_text(spec, "workload"), "workload")
     name = v.label_from_path(spec)
     if isinstance(data, dict) and data.get("kind") == "rar-jobs":

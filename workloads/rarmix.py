@@ -27,7 +27,7 @@ import numpy as np
 
 from common import validate as v
 from common.errors import ConfigError
-from workloads.jobmix import WANG_GPU_MIX
+from workloads.gpujobs import gpu_counts
 
 MAX_JOBS = 100_000
 
@@ -64,11 +64,7 @@ def yu_rar(seed: int = 1, servers: int = 20, jobs: int = 160, **_: Any) -> RarMi
     1,000-6,000 iterations, 0.05-0.3 s per iteration and xi in [0.01, 0.05] (uniform)."""
     rng = np.random.default_rng(seed)
     caps = tuple(int(x) for x in rng.choice([4, 8, 16, 32], size=servers))
-    total = sum(n for _, n in WANG_GPU_MIX)
-    sizes: list[int] = []
-    for g, n in WANG_GPU_MIX:
-        sizes += [g] * max(1, round(n * jobs / total))
-    sizes = sizes[:jobs]
+    sizes = gpu_counts(jobs)
     rng.shuffle(sizes)
     n = len(sizes)
     iters = rng.integers(1000, 6001, n)
