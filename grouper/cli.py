@@ -67,7 +67,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         from simulator.jobs.commands import simulate_jobs_cmd
 
         return simulate_jobs_cmd(args)
-    for flag, value in (("--placement", args.placement), ("--scheduler", args.scheduler)):
+    poll = args.reference_poll or None
+    jobs_only = (("--placement", args.placement), ("--scheduler", args.scheduler),
+                 ("--rules", args.rules), ("--reference-poll", poll))  # fmt: skip
+    for flag, value in jobs_only:
         if value is not None:
             raise ConfigError(flag, "only with --mode jobs")
     from simulator.commands import simulate, sweep
@@ -211,6 +214,10 @@ def _add_simulate_jobs(sim: argparse.ArgumentParser) -> None:
         dest="hold_gpus",
         action="store_true",
         help="jobs: a job's GPUs stay idle through its all-reduce (no sharing meanwhile)",
+    )
+    sim.add_argument("--rules", help="jobs: paper (default), code, or RULE=paper|code,...")
+    sim.add_argument(
+        "--reference-poll", action="store_true", help="jobs: the authors' poll artefact"
     )
 
 

@@ -12,9 +12,11 @@ from common.errors import ConfigError
 from common.output import table, write_json
 from simulator.commands import cluster_queues
 from simulator.jobs import plots
-from simulator.jobs.engine import JobsResult, simulate_jobs
+from simulator.jobs.engine import JobsResult
 from simulator.jobs.placement import parse_placement
 from simulator.jobs.rar_engine import run_rar
+from simulator.jobs.reference_poll import run_jobs
+from simulator.jobs.rules import Rules, parse_rules
 from simulator.jobs.schedulers import parse_scheduler
 from simulator.jobs.sjfbco import parse_rar_policy
 from workloads.jobmix import JobMix, load_jobmix
@@ -37,10 +39,17 @@ def _one(task: tuple) -> JobsResult:
     return _simulate(*task)
 
 
-def _simulate(mix: JobMix | RarMix, placement: str, scheduler: str, seed: int) -> JobsResult:
+def _simulate(
+    mix: JobMix | RarMix, placement: str, scheduler: str, seed: int, rules: Rules | None = None
+) -> JobsResult:
     if isinstance(mix, RarMix):
         return run_rar(mix, parse_rar_policy(placement), seed)[0]
-    return simulate_jobs(mix, parse_placement(placement), parse_scheduler(scheduler), seed)
+    return run_jobs(mix, parse_placement(placement), parse_scheduler(scheduler), seed, rules)
+
+
+def _rules(args: object) -> Rules:
+    poll = bool(getattr(args, "reference_poll", False))
+    return parse_rules(getattr(args, "rules", None), reference_poll=poll)
 
 
 def simulate_jobs_cmd(args: object) -> int:
@@ -48,7 +57,12 @@ def simulate_jobs_cmd(args: object) -> int:
     params = {"seed": args.seed} if spec.startswith("builtin:") else {}
     mix = load_jobmix(spec, **params)
     if isinstance(mix, RarMix):
-        if args.scheduler is not None or args.hold_gpus or args.iteration_batch is not None:
+        if (
+            args.scheduler is not None
+            or args.hold_gpus
+            or args.iteration_batch is not None
+            or _rules(args) != Rules()
+        ):
             raise ConfigError(
                 "--scheduler", "Yu et al.'s batches are gang-scheduled by the placement's plan"
             )
@@ -63,6 +77,9 @@ def simulate_jobs_cmd(args: object) -> int:
         parse_placement(p)
     for s in schedulers:
         parse_scheduler(s)
+    rules = _rules(args)
+    if rules.tasks == "code" and (args.hold_gpus or mix.hold_gpus):
+        raise ConfigError("--rules", "tasks=code does not combine with --hold-gpus")
     queues = cluster_queues(args)
     if queues is not None and queues.admission is not None:  # e.g. calibrated constants
         mix = dataclasses.replace(mix, contention=queues.admission)
@@ -70,10 +87,12 @@ def simulate_jobs_cmd(args: object) -> int:
         mix = dataclasses.replace(mix, iteration_batch=args.iteration_batch)
     if args.hold_gpus:
         mix = dataclasses.replace(mix, hold_gpus=True)
-    return _report(mix, _run_all(mix, placements, schedulers, args), args)
+    return _report(mix, _run_all(mix, placements, schedulers, args, rules), args, rules)
 
 
-def _report(mix: JobMix | RarMix, runs: list[JobsResult], args: object) -> int:
+def _report(
+    mix: JobMix | RarMix, runs: list[JobsResult], args: object, rules: Rules | None = None
+) -> int:
     out = Path(args.out or f"results/simulate-jobs/{mix.name}")
     files = _write(runs, out, mix)
     result = {
@@ -82,6 +101,7 @@ def _report(mix: JobMix | RarMix, runs: list[JobsResult], args: object) -> int:
         "params": mix.meta,
         "jobs": len(mix.jobs),
         **_setting(mix),
+        **({"rules": dataclasses.asdict(rules)} if rules is not None else {}),
         "results": {f"{r.placement}/{r.scheduler}": r.summary for r in runs},
         "files": files,
     }
@@ -125,11 +145,15 @@ def _setting(mix: JobMix | RarMix) -> dict:
 
 
 def _run_all(
-    mix: JobMix | RarMix, placements: list[str], schedulers: list[str], args: object
+    mix: JobMix | RarMix,
+    placements: list[str],
+    schedulers: list[str],
+    args: object,
+    rules: Rules | None = None,
 ) -> list[JobsResult]:
     """Every (placement, scheduler) run, on up to ``--jobs`` processes; each run is
     seeded on its own, so the results do not depend on how many run at once."""
-    tasks = [(mix, p, s, args.seed) for p in placements for s in schedulers]
+    tasks = [(mix, p, s, args.seed, rules) for p in placements for s in schedulers]
     jobs = args.jobs or os.cpu_count() or 1
     if jobs <= 1 or len(tasks) == 1:
         return [_one(t) for t in tasks]

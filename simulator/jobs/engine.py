@@ -15,6 +15,10 @@ latency ``a``. A job on one server all-reduces over NVLink, at no cost (Fig. 1a)
 With ``hold_gpus`` a job keeps its GPUs from the start of an iteration's compute to the
 end of its all-reduce (no other job computes on them meanwhile): the reading of
 "a GPU is occupied by one job at a time" under which waiting for the network idles GPUs.
+
+Where the paper and the authors' simulator differ, :class:`~simulator.jobs.rules.Rules`
+selects either (the paper's by default): the LWF load, the servers AdaDUAL checks, the
+SRSF key and whether forward and backward are one task or two.
 """
 
 from __future__ import annotations
@@ -25,54 +29,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from common.errors import ConfigError
+from simulator.jobs.jobstate import COMM, COMM_READY, COMPUTE, DONE, LATENCY, Job
 from simulator.jobs.placement import Placement
+from simulator.jobs.rules import Rules
 from simulator.jobs.schedulers import CommScheduler
-from workloads.jobmix import GpuJob, JobMix
+from workloads.jobmix import JobMix
 
-QUEUED, COMPUTE, COMM_READY, COMM, LATENCY, DONE = range(6)
-ARRIVE, WORKER_DONE, BYTES_DONE, ITERATION_DONE = range(4)
-
-
-class Job:
-    """A job's state while it runs (everything in units of one simulated iteration)."""
-
-    __slots__ = (
-        "spec", "id", "n", "left", "compute", "bytes", "latency", "memory", "gpus",
-        "servers", "multi", "waiting", "running", "phase", "comm_left", "rate", "stamp",
-        "version", "placed", "end", "per_iteration", "_b",
-    )  # fmt: skip
-
-    def __init__(self, spec: GpuJob, batch: int, model_a: float, model_b: float) -> None:
-        self.spec, self.id, self.n = spec, spec.id, spec.gpus
-        self.left = -(-spec.iterations // batch)  # simulated iterations, ceil
-        self.compute = spec.model.compute * batch
-        self.bytes = spec.model.bytes * batch
-        self.latency = model_a * batch
-        self.memory = spec.model.memory_mb
-        self.gpus: list[int] = []
-        self.servers: list[int] = []
-        self.multi = False
-        self.waiting: set[int] = set()
-        self.running = 0
-        self.phase = QUEUED
-        self.comm_left = self.rate = self.stamp = 0.0
-        self.version = 0
-        self.placed = self.end = float("nan")
-        # SRSF service of one iteration over all GPUs: (C + E) x |G| (Algorithm 3,
-        # line 1); E is 0 until placement says whether the job communicates
-        self.per_iteration = self.compute * self.n
-        self._b = model_b
-
-    def place(self, gpus: list[int], per_server: int) -> None:
-        self.gpus = gpus
-        self.servers = sorted({g // per_server for g in gpus})
-        self.multi = len(self.servers) > 1
-        if self.multi:
-            self.per_iteration = (self.compute + self.latency + self.bytes * self._b) * self.n
-
-    @property
-    def remaining(self) -> float:
-        return self.left * self.per_iteration
+ARRIVE, WORKER_DONE, BYTES_DONE, ITERATION_DONE, WAKE = range(5)
 
 
 @dataclass
@@ -88,14 +52,25 @@ class Simulation:
     """One run of a job mix under one placement and one all-reduce scheduler."""
 
     def __init__(
-        self, mix: JobMix, placement: Placement, scheduler: CommScheduler, seed: int = 1
+        self,
+        mix: JobMix,
+        placement: Placement,
+        scheduler: CommScheduler,
+        seed: int = 1,
+        rules: Rules | None = None,
     ) -> None:
         self.mix, self.placement, self.scheduler = mix, placement, scheduler
+        self.rules = rules or Rules()
+        self.two_tasks = self.rules.tasks == "code"
+        if self.two_tasks and mix.hold_gpus:
+            raise ConfigError("--rules", "tasks=code does not combine with --hold-gpus")
         self.model = mix.contention
         c = mix.cluster
         self.per_server = c.gpus_per_server
         self.rng = np.random.default_rng(seed)
-        self.jobs = [Job(j, mix.iteration_batch, self.model.a, self.model.b) for j in mix.jobs]
+        self.jobs = [
+            Job(j, mix.iteration_batch, self.model.a, self.model.b, self.rules) for j in mix.jobs
+        ]
         self.mem_free = np.full(c.gpus, c.gpu_memory_mb)
         self.residents: list[list[Job]] = [[] for _ in range(c.gpus)]
         self.busy: list[Job | None] = [None] * c.gpus
@@ -148,6 +123,16 @@ class Simulation:
                 self.busy[gpu] = None
                 self.idle.add(gpu)
             job.running -= 1
+            if self.two_tasks:
+                if gpu not in job.fw_done:  # the forward pass: the backward one waits
+                    job.fw_done.add(gpu)
+                    job.waiting.add(gpu)
+                    job.cumul_left -= job.t_f
+                    return
+                job.fw_done.discard(gpu)
+                job.cumul_left -= job.t_b
+            else:
+                job.cumul_left -= job.compute
             if job.running == 0 and not job.waiting:
                 if job.multi:
                     job.phase = COMM_READY
@@ -157,6 +142,8 @@ class Simulation:
         elif kind == BYTES_DONE:
             if extra == job.version and job.phase == COMM:
                 self.end_comm(job)
+        elif kind == WAKE:
+            pass  # a dispatch one slot on (see start_comm)
         else:
             self.iteration_done(job)
 
@@ -184,6 +171,12 @@ class Simulation:
         self.comm_starts += 1
         self.comm_shared += any(self.server_comm[s] for s in job.servers)
         job.phase, job.comm_left, job.stamp = COMM, job.bytes, self.now
+        job.comm_start = self.now
+        if self.rules.adadual_servers == "code":
+            # a new all-reduce can turn a refusal into an admission when it becomes the
+            # first one a waiting job checks; the authors' loop checks again a slot on
+            self.freed.update(job.servers)
+            self.push(self.now + self.rules.slot, WAKE, job)
         for s in job.servers:
             self.server_comm[s].add(job)
         self.rerate(job.servers)
@@ -216,9 +209,18 @@ class Simulation:
         k = max(len(self.server_comm[s]) for s in job.servers)
         return 1.0 / self.model.shared_seconds_per_byte(k)
 
+    def checked(self, job: Job) -> list[Job]:
+        """The running all-reduces AdaDUAL tests ``job`` against (``adadual-servers``):
+        every one on its servers, or those of the first server that has one."""
+        if self.rules.adadual_servers == "code":
+            for s in job.server_order:
+                if self.server_comm[s]:
+                    return sorted(self.server_comm[s], key=lambda x: x.id)
+            return []
+        return sorted({o for s in job.servers for o in self.server_comm[s]}, key=lambda x: x.id)
+
     def remaining_bytes(self, job: Job) -> list[float]:
-        others = {o for s in job.servers for o in self.server_comm[s]}
-        return [self.bytes_left(o) for o in sorted(others, key=lambda x: x.id)]
+        return [self.bytes_left(o) for o in self.checked(job)]
 
     def bytes_left(self, job: Job) -> float:
         """A running all-reduce's bytes still to move now (its rate since ``stamp``)."""
@@ -237,9 +239,7 @@ class Simulation:
     def place_queued(self) -> None:
         self.to_place = False
         self.queue.sort(key=lambda j: (j.remaining, j.id))
-        load = np.zeros(len(self.busy))
-        for j in self.active:
-            load[j.gpus] += j.left * j.compute * j.n  # L_J = C_J x |G(J)| (Algorithm 1)
+        load = self.gpu_load()
         placed = []
         for job in self.queue:
             got = self.placement.choose(
@@ -252,7 +252,7 @@ class Simulation:
             job.placed, job.phase = self.now, COMPUTE
             job.waiting = set(gpus)
             self.mem_free[gpus] -= job.memory
-            load[gpus] += job.left * job.compute * job.n
+            load[gpus] += self.new_load(job)
             for g in gpus:
                 self.residents[g].append(job)
             self.idle.update(gpus)
@@ -260,6 +260,22 @@ class Simulation:
             placed.append(job)
         for job in placed:
             self.queue.remove(job)
+
+    def gpu_load(self) -> np.ndarray:
+        """Each GPU's load for LWF-kappa (``lwf-load``)."""
+        load = np.zeros(len(self.busy))
+        for j in self.active:
+            if self.rules.lwf_load == "code":
+                for g in j.gpus:
+                    load[g] += j.lwf_load(g, self.busy[g])
+            else:
+                load[j.gpus] += j.left * j.compute * j.n  # L_J = C_J x |G(J)| (Algorithm 1)
+        return load
+
+    def new_load(self, job: Job) -> float:
+        if self.rules.lwf_load == "code":
+            return job.left * (job.compute + job.lwf_comm)
+        return job.left * job.compute * job.n
 
     def admit_comm(self) -> None:
         freed = self.freed
@@ -293,8 +309,11 @@ class Simulation:
             best.waiting.discard(g)
             best.running += 1
             self.busy[g] = best
-            self.busy_time[g] += best.compute
-            self.push(self.now + best.compute, WORKER_DONE, best, g)
+            took = best.compute
+            if self.two_tasks:
+                took = best.t_b if g in best.fw_done else best.t_f
+            self.busy_time[g] += took
+            self.push(self.now + took, WORKER_DONE, best, g)
         self.idle.clear()
 
     def run_gangs(self) -> None:
@@ -348,6 +367,13 @@ class Simulation:
 
 
 def simulate_jobs(
-    mix: JobMix, placement: Placement, scheduler: CommScheduler, seed: int = 1
+    mix: JobMix,
+    placement: Placement,
+    scheduler: CommScheduler,
+    seed: int = 1,
+    rules: Rules | None = None,
 ) -> JobsResult:
-    return Simulation(mix, placement, scheduler, seed).run()
+    """One run (``rules.reference_poll``: :func:`simulator.jobs.reference_poll.run_jobs`)."""
+    if rules is not None and rules.reference_poll:
+        raise ValueError("the reference poll runs in simulator.jobs.reference_poll.run_jobs")
+    return Simulation(mix, placement, scheduler, seed, rules).run()
