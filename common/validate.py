@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from common.errors import ConfigError, short
-from common.limits import IFNAMSIZ
+from common.limits import IFNAMSIZ, MAX_PERIOD, MIN_PERIOD
 
 _MISSING = object()
 
@@ -168,6 +168,15 @@ def integer(
     if maximum is not None and value > maximum:
         raise ConfigError(path, f"must be at most {maximum}, got {short(value)}")
     return int(value)
+
+
+def period(value: Any, path: str) -> float:
+    """A simulated scheduling period: 0 (every event) or MIN_PERIOD to MAX_PERIOD; a
+    shorter one makes a simulation of millions of scheduling rounds."""
+    x = number(value, path, minimum=0, maximum=MAX_PERIOD)
+    if 0 < x < MIN_PERIOD:
+        raise ConfigError(path, f"must be 0 (every event) or at least {MIN_PERIOD:g}, got {x:g}")
+    return x
 
 
 def boolean(value: Any, path: str) -> bool:

@@ -20,6 +20,7 @@ MAX_PERIOD = L.MAX_PERIOD  # seconds
 MAX_BENCH_HOSTS = 100_000
 MAX_BENCH_STAGES = 1_000_000
 MAX_SEED = 2**32 - 1
+MAX_USAGE_ERROR = 300  # characters of an argparse message (it quotes whole arguments)
 
 
 def real(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str], float]:
@@ -114,7 +115,11 @@ class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (and exits 2)."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"grouper: error: {' '.join(message.split())}", file=sys.stderr)
+        """One line of bounded length, however long the arguments it quotes."""
+        text = " ".join(message.split())
+        if len(text) > MAX_USAGE_ERROR:
+            text = text[: MAX_USAGE_ERROR - 3] + "..."
+        print(f"grouper: error: {text}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -241,12 +241,11 @@ def _sweep_tasks(args: object, param: str, values: list[float], policies: list[s
 
 
 def _sweep_values(text: str, param: str) -> list[float]:
-    """``--values``: numbers; periods at least 0 (as ``scheduling.period``), the
-    workload's own parameters are checked by its generator."""
-    return [
-        v.number(x.strip(), "--values", minimum=0 if param == "period" else None)
-        for x in text.split(",")
-    ]
+    """``--values``: numbers; periods as ``scheduling.period`` (0, or at least a
+    millisecond), the workload's own parameters are checked by its generator."""
+    if param == "period":
+        return [v.period(x.strip(), "--values") for x in text.split(",")]
+    return [v.number(x.strip(), "--values") for x in text.split(",")]
 
 
 def _point(task: tuple) -> dict[str, dict]:

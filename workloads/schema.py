@@ -157,9 +157,7 @@ def _goodput(raw: Any) -> float:
 def _scheduling(raw: Any) -> tuple[float, QueueConfig | None]:
     """``scheduling: {period, queues, admission}`` -> (period, queue config or None)."""
     m = v.mapping(raw, "scheduling", SCHEDULING_KEYS)
-    period = v.number(m.get("period", 0.0), "scheduling.period", minimum=0)
-    if period > 3600:
-        raise ConfigError("scheduling.period", f"must be at most 3600, got {period:g}")
+    period = v.period(m.get("period", 0.0), "scheduling.period")
     if "queues" not in m and "admission" not in m:
         return period, None
     admission = parse_admission(m.get("admission", {}), "scheduling.")

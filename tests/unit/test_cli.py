@@ -131,6 +131,7 @@ def test_bench_pda_small():
         (["order", "--workload", "builtin:fig3", "--json", "/"], "--json: '/' is a directory"),
         (["simulate", "--out", "/dev/null/x"], "--out: '/dev/null' is not a directory"),
         (["simulate", "--what", "load"], "--what: only with simulate sweep"),
+        (["simulate", "sweep", "--what", "period", "--values", "1,1e-6"], "or at least 0.001"),
         (["agent", "--config", "c", "--host", "h", "--nic", "eth0;reboot"], "not an interface"),
         (["coordinator", "--config", "c", "--trace", "/dev/full"], "--trace: '/dev/full' is a"),
         (["simulate", "sweep"], "--what: simulate sweep needs one"),

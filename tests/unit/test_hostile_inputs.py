@@ -364,6 +364,7 @@ PS = {"id": "j", "arch": "ps", "model_bytes": 1e6}
         (workload(flows_job(), capacity=1e20), r"^capacity: 1e\+20 bytes per second is outside"),
         (workload(flows_job(), [4] * 1001), r"cojobs\[0\]\.stages: 1001 stages, at most 1000"),
         (workload({**RING, "workers": ["a", "b"], "compute_time": 1e9}), r"compute_time: must be"),
+        (workload(flows_job(), scheduling={"period": 1e-6}), r"^scheduling\.period: must be 0 \("),
         (
             workload({**PS, "workers": WIDE, "servers": WIDE}, hosts=WIDE),
             r"jobs\[0\]\.servers: 1000 workers x 1000 servers make over 1e\+06 flows",
