@@ -164,6 +164,34 @@ def _fixed_point(
     return rates, False
 
 
+@njit(cache=True)
+def _worst_queue_w(
+    pf: np.ndarray, pl: np.ndarray, pq: np.ndarray, mult: np.ndarray, capacity: np.ndarray,
+    tol: float,
+) -> np.ndarray:  # fmt: skip
+    """``allocator_kernel._by_worst_queue`` (no contention cost) per class."""
+    n = len(mult)
+    level = np.full(n, -1, dtype=np.int64)
+    for i in range(len(pf)):
+        level[pf[i]] = max(level[pf[i]], pq[i])
+    residual = capacity.astype(np.float64).copy()
+    nl = len(residual)
+    rates = np.zeros(n)
+    lv = level[pf]
+    for q in np.unique(lv):
+        sel = np.flatnonzero(lv == q)
+        spf, spl = pf[sel], pl[sel]
+        by_flow, flow_start = _csr(spf, n)
+        by_l, l_start = _csr(spl, nl)
+        got = _maxmin_w(spf, spl, mult, residual, n, tol, by_flow, flow_start, by_l, l_start)
+        for k in range(len(spf)):
+            residual[spl[k]] -= got[spf[k]] * mult[spf[k]]
+        for li in range(nl):
+            residual[li] = max(residual[li], 0.0)
+        rates += got
+    return rates
+
+
 def class_rates(
     cls: Classes | None,
     flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -184,8 +212,9 @@ def class_rates(
             cls.pf, cls.vidx, mult, used, cap_v, cls.vlink, cls.by_flow, cls.flow_start,
             cls.by_v, cls.v_start, tol, MAX_ROUNDS,
         )  # fmt: skip
-        if settled:
-            return rates[cls.of_flow]
+        if not settled:  # a priority cycle: every class at its worst queue, as allocate
+            rates = _worst_queue_w(cls.pf, cls.pl, cls.pq, mult, capacity, tol)
+        return rates[cls.of_flow]
     n = len(up)
     pf = np.repeat(np.arange(n, dtype=np.int64), 2)
     pl = np.empty(2 * n, np.int64)
