@@ -187,7 +187,11 @@ class AgentServicer(pbg.AgentServicer):
                 plan = patch_plan(self.core.plan_in_force, self.core.version, plan)
             except ConfigError as exc:
                 return pb.ApplyResult(
-                    applied=False, version=self.core.version, error=str(exc), need_full=True
+                    applied=False,
+                    version=self.core.version,
+                    error=str(exc),
+                    need_full=True,
+                    answers=request.version,
                 )
         ok, error, changed = await self.core.apply_plan(plan)
         return pb.ApplyResult(
@@ -197,6 +201,7 @@ class AgentServicer(pbg.AgentServicer):
             changed=changed,
             received_at=received,
             applied_at=time.time(),
+            answers=request.version,
         )
 
     async def Session(self, requests: AsyncIterator[pb.SessionRequest], context: Any) -> None:

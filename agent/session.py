@@ -1,7 +1,9 @@
 """The agent's end of the coordinator's Session stream.
 
 Requests (syncs and plans) are read by one task; everything the agent writes goes
-through one loop, in order: a plan's result, a full update after a sync, a delta at once
+through one loop, in order: a plan's result (for a plan acknowledged by update, only
+when it was not applied: the next update, due within ``interval``, carries the new
+version), a full update after a sync, a delta at once
 when stage events happened, else at most every ``interval`` when progress changed, and
 an empty one every ``heartbeat`` so the coordinator knows the agent is alive.
 """
@@ -89,7 +91,12 @@ class AgentSession:
             up = self.source.full(self.job_states(), core.version, core.priorities_active)
             return [pb.SessionReply(update=up)]
         if kind == "plan":
-            return [pb.SessionReply(result=await self.apply(item, context))]
+            res = await self.apply(item, context)
+            if item.ack_by_update and res.applied:
+                # acknowledged by the next update (its plan_version): within one
+                # interval, since the version in force changed (``UpdateSource.delta``)
+                return []
+            return [pb.SessionReply(result=res)]
         if kind == "bad":
             return [pb.SessionReply(result=pb.ApplyResult(
                 applied=False, version=core.version, error="session: empty request"))]  # fmt: skip

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from coordinator.planner import HostPlan
+from coordinator.delivery import PlanTrack
 from coordinator.snapshot import JobReport
 from coordinator.state import AgentState
 from grouper.cluster_config import ClusterConfig, HostConfig
@@ -72,13 +72,12 @@ class AgentLink:
     state: AgentState
     up: bool = False
     last_ok: float = -math.inf
-    agent_version: int = 0  # version the agent says is in force
-    pushed_version: int = 0
-    acked: HostPlan | None = None
-    last_push: float = -math.inf
+    track: PlanTrack = field(default_factory=PlanTrack)  # plans sent and confirmed
     call: grpc.aio.StreamStreamCall | None = None
     pending: deque[asyncio.Future] = field(default_factory=deque)
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # results nobody waits for (plans acknowledged by update that were not applied)
+    on_result: Callable[[AgentLink, pb.ApplyResult], None] | None = None
 
     @classmethod
     def open(cls, host: HostConfig, cfg: ClusterConfig) -> AgentLink:
@@ -136,6 +135,19 @@ class AgentLink:
             if not fut.done():  # a plan that timed out gave up on its result
                 fut.set_result(result)
                 return
+        if self.on_result is not None:
+            self.on_result(self, result)
+
+    async def post(self, plan: pb.SessionRequest) -> None:
+        """Write a plan on the open session without waiting for anything back."""
+        call = self.call
+        if call is None:
+            raise LinkError("no session")
+        try:
+            async with self.write_lock:
+                await call.write(plan)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            raise LinkError(_why(exc)) from exc
 
     async def _write(self, call: grpc.aio.StreamStreamCall, req: pb.SessionRequest) -> None:
         async with self.write_lock:
@@ -167,16 +179,6 @@ class AgentLink:
             fut = self.pending.popleft()
             if not fut.done():
                 fut.set_exception(LinkError("session ended"))
-
-    def next_version(self) -> int:
-        return max(self.agent_version, self.pushed_version) + 1
-
-    def needs_push(self, plan: HostPlan, keepalive: float) -> bool:
-        if not self.up:
-            return False
-        restarted = self.agent_version < self.pushed_version
-        stale = time.monotonic() - self.last_push > keepalive
-        return restarted or stale or plan != self.acked
 
     def age_out(self, timeout: float) -> bool:
         """Forget a silent agent's jobs after ``timeout``; True when it just happened."""

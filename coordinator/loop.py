@@ -19,13 +19,14 @@ from dataclasses import dataclass
 
 from common.errors import ConfigError
 from coordinator.heap import HeapKeeper
-from coordinator.links import AgentLink, LinkError
+from coordinator.links import AgentLink
 from coordinator.merge import Merger
 from coordinator.metrics import CoordinatorMetrics
-from coordinator.plan_msg import plan_request
-from coordinator.planner import HostPlan, Planned, plan_hosts
+from coordinator.planner import Planned, plan_hosts
+from coordinator.push import Pusher
+from coordinator.snapshot import Model
 from coordinator.trace import CycleTrace
-from grouper.cluster_config import ClusterConfig
+from grouper.cluster_config import ClusterConfig, HostConfig
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
 from pda.snapshot import FlowTables
@@ -39,8 +40,10 @@ log = logging.getLogger("grouper.coordinator")
 class CycleStats:
     trigger: str
     ingest_s: float  # merging the updates that came since the last cycle (CPU, not waited)
-    order_s: float
-    push_s: float
+    collect_s: float  # the rest of the merge, the model and its snapshot (arrays)
+    order_s: float  # the order (PDA)
+    map_s: float  # bands, DSCPs and every host's plan
+    push_s: float  # until every plan went (quiet delivery) or was acknowledged
     agents_up: int
     stages: int
     pushed: int
@@ -48,8 +51,8 @@ class CycleStats:
 
     @property
     def total_s(self) -> float:
-        """From trigger to plans acknowledged: the updates were merged as they came."""
-        return self.order_s + self.push_s
+        """From trigger to plans delivered: the updates were merged as they came."""
+        return self.collect_s + self.order_s + self.map_s + self.push_s
 
 
 class Coordinator:
@@ -58,11 +61,14 @@ class Coordinator:
         cfg: ClusterConfig,
         metrics: CoordinatorMetrics | None = None,
         rpc_timeout: float | None = None,
+        quiet: bool = True,
     ) -> None:
         self.heap = HeapKeeper()
         self.cfg = cfg
         self.metrics = metrics or CoordinatorMetrics()
-        self.links = {h.name: AgentLink.open(h, cfg) for h in cfg.hosts}
+        self.rpc_timeout = rpc_timeout or max(0.5, min(cfg.failure.agent_timeout / 2, 5.0))
+        self.pusher = Pusher(self.metrics, self._mark_down, self.rpc_timeout, quiet)
+        self.links = {h.name: self._open(h, cfg) for h in cfg.hosts}
         self.host_names = set(self.links)
         self.up_count = 0
         self.sessions: dict[str, asyncio.Task] = {}
@@ -72,13 +78,25 @@ class Coordinator:
         self.tables = FlowTables()
         self.stage_started: dict[tuple[str, int], float] = {}
         self.kick = asyncio.Event()
-        self.rpc_timeout = rpc_timeout or max(0.5, min(cfg.failure.agent_timeout / 2, 5.0))
         self.last_stats: CycleStats | None = None
         # jobs seen ending, while agents still report them: (cojob, job) -> (how, stages)
         self.ended: dict[tuple[str, str], tuple[str, int]] = {}
         self.planner = self._planner(cfg)
         self.planned: Planned | None = None  # the last plans, patched by the next cycle
-        self.trace: CycleTrace | None = None  # coordinator --trace FILE
+
+    @property
+    def trace(self) -> CycleTrace | None:
+        """``coordinator --trace FILE``: plans then wait for the agents' results."""
+        return self.pusher.trace
+
+    @trace.setter
+    def trace(self, trace: CycleTrace | None) -> None:
+        self.pusher.trace = trace
+
+    def _open(self, host: HostConfig, cfg: ClusterConfig) -> AgentLink:
+        link = AgentLink.open(host, cfg)
+        link.on_result = self.pusher.on_result
+        return link
 
     @staticmethod
     def _planner(cfg: ClusterConfig) -> Planner:
@@ -99,7 +117,7 @@ class Coordinator:
                     self._stop_session(h.name)
                     link.end_session()
                     asyncio.ensure_future(link.channel.close())
-                link = AgentLink.open(h, cfg)
+                link = self._open(h, cfg)
             else:
                 link.end_session()  # jobs are validated against the host list: resync
             self.links[h.name] = link
@@ -170,7 +188,7 @@ class Coordinator:
             log.warning("updates from %s: gap after %d; resyncing", link.host.name, link.state.seq)
         if verdict == "applied":
             link.last_ok = time.monotonic()
-            link.agent_version = link.state.plan_version
+            link.track.on_report(link.state.plan_version, up.full)
             kick = not link.up  # a new or restarted agent: plan for it now
             if not link.up:
                 log.info("agent %s is up (plan version %d in force)", link.host.name,
@@ -214,22 +232,6 @@ class Coordinator:
         self.metrics.agent_up.labels(link.host.name).set(int(up))
         self.metrics.agents_up.set(self.up_count)
 
-    async def _send(
-        self, link: AgentLink, plan: HostPlan, base: HostPlan | None
-    ) -> tuple[int, pb.ApplyResult | None]:
-        version = link.next_version()
-        msg = plan_request(link.host.name, version, plan, base, link.agent_version)
-        sent = time.time()
-        try:
-            res = await link.apply(msg, self.rpc_timeout)
-        except LinkError as exc:
-            self._mark_down(link, str(exc))
-            return version, None
-        link.pushed_version = max(link.pushed_version, version)
-        if self.trace is not None and res.applied:
-            self.trace.push(link.host.name, version, sent, res)
-        return version, res
-
     def _order_changed(self, order: list[str]) -> None:
         """One info line per change of the global order, and its ranks as a metric (the
         first ORDER_SHOWN stages: the head of the order is what decides bands)."""
@@ -240,40 +242,44 @@ class Coordinator:
         for i, stage in enumerate(order[:ORDER_METRIC_MAX]):
             rank.labels(stage).set(i + 1)
 
-    async def _push(self, link: AgentLink, plan: HostPlan) -> bool:
-        # a delta on the plan the agent acknowledged, when it still holds our last one
-        base = link.acked if link.agent_version == link.pushed_version else None
-        version, res = await self._send(link, plan, base)
-        if res is not None and res.need_full:
-            log.info("agent %s: %s; sending plan %d whole", link.host.name, res.error, version)
-            base = None
-            version, res = await self._send(link, plan, None)
-        if res is None:
-            return False
-        if not res.applied:
-            self.metrics.errors.labels("plan_refused").inc()
-            log.error("agent %s refused plan %d: %s", link.host.name, version, res.error)
-            link.agent_version = res.version
-            link.acked = None
-            return False
-        if log.isEnabledFor(logging.DEBUG):
-            old = link.acked or {}
-            diff = sorted(f for f in old.keys() | plan.keys() if old.get(f) != plan.get(f))
-            log.debug(
-                "plan %d to %s: %d flows, %d changed%s",
-                version,
-                link.host.name,
-                len(plan),
-                len(diff),
-                "".join(f"; {f} {old.get(f)} -> {plan.get(f)}" for f in diff[:4]),
-            )
-        link.agent_version, link.acked, link.last_push = res.version, plan, time.monotonic()
-        self.metrics.plans_pushed.labels("whole" if base is None else "delta").inc()
-        return True
-
     async def cycle(self, trigger: str = "period") -> CycleStats:
         links = list(self.links.values())
         t1 = time.perf_counter()
+        ingest, self.ingest_s = self.ingest_s, 0.0
+        traced = self.trace.take_events() if self.trace is not None else []
+        model = self._collect(links)
+        planned = plan_hosts(model, self.planner, time.monotonic(), self.tables, self.planned)
+        self.planned = planned
+        t2 = time.perf_counter()
+        planned_at = time.time()
+        if self.last_stats is None or planned.order != self.last_stats.order:
+            self._order_changed(planned.order)
+        now = time.monotonic()
+        keepalive, repair = self.cfg.failure.plan_ttl / 3, self._repair_after
+        todo = [(link, planned.plans.get(link.host.name, {})) for link in links if link.up]
+        todo = [(lk, p) for lk, p in todo if lk.track.needs_push(p, now, keepalive, repair)]
+        pushed = await self.pusher.push_all(todo)
+        t3 = time.perf_counter()
+        collect = t2 - t1 - planned.order_s - planned.map_s
+        stats = CycleStats(trigger, ingest, collect, planned.order_s, planned.map_s, t3 - t2,
+                           self.up_count, planned.stages, pushed, planned.order)  # fmt: skip
+        self._record(stats, len(links))
+        if self.trace is not None:
+            self.trace.cycle(trigger, traced, planned_at)
+        self.heap.after_cycle()
+        return stats
+
+    @property
+    def _repair_after(self) -> float:
+        """A plan not confirmed this long after it went is sent again whole: two of the
+        agents' progress intervals (they acknowledge within one), or two cycles when
+        cycles take longer (an overloaded coordinator reads acknowledgements late, and
+        must not take them for losses and resend every plan whole)."""
+        last = self.last_stats.total_s if self.last_stats is not None else 0.0
+        return max(2 * self._sync_request().interval, 2 * last)
+
+    def _collect(self, links: list[AgentLink]) -> Model:
+        """Liveness, ageing out, the jobs ended, and the model from the merged updates."""
         timeout = self.cfg.failure.agent_timeout
         for link in links:
             if link.up and time.monotonic() - link.last_ok > timeout:
@@ -281,52 +287,35 @@ class Coordinator:
                 link.end_session()  # its session is reopened
             link.age_out(timeout)
         self._note_ended(links)
-        ingest, self.ingest_s = self.ingest_s, 0.0
-        traced = self.trace.take_events() if self.trace is not None else []
         for link in links:
             if link.state.dirty:
                 self.merger.set_host(link.host.name, *link.state.take_dirty())
-        model = self.merger.model(self.stage_started)
-        planned = plan_hosts(model, self.planner, time.monotonic(), self.tables, self.planned)
-        self.planned = planned
-        t2 = time.perf_counter()
-        planned_at = time.time()
-        if self.last_stats is None or planned.order != self.last_stats.order:
-            self._order_changed(planned.order)
-        keepalive = self.cfg.failure.plan_ttl / 3
-        todo = [(link, planned.plans.get(link.host.name, {})) for link in links]
-        todo = [(link, p) for link, p in todo if link.needs_push(p, keepalive)]
-        results = await asyncio.gather(*(self._push(link, p) for link, p in todo))
-        t3 = time.perf_counter()
-        up = self.up_count
-        stats = CycleStats(
-            trigger, ingest, t2 - t1, t3 - t2, up, planned.stages, sum(results), planned.order
-        )
+        return self.merger.model(self.stage_started)
+
+    def _record(self, stats: CycleStats, agents: int) -> None:
         m = self.metrics
-        m.cycles.labels(trigger).inc()
+        m.cycles.labels(stats.trigger).inc()
         for step, s in (
             ("ingest", stats.ingest_s),
+            ("collect", stats.collect_s),
             ("order", stats.order_s),
+            ("map", stats.map_s),
             ("push", stats.push_s),
             ("total", stats.total_s),
         ):
             m.cycle_seconds.labels(step).set(s)
-        m.stages.set(planned.stages)
+        m.stages.set(stats.stages)
         if stats.pushed:
             log.info(
                 "cycle (%s): %d/%d agents up, %d stages, %d plans pushed, %.0f ms",
-                trigger,
-                up,
-                len(links),
-                planned.stages,
+                stats.trigger,
+                stats.agents_up,
+                agents,
+                stats.stages,
                 stats.pushed,
                 stats.total_s * 1e3,
             )
         self.last_stats = stats
-        if self.trace is not None:
-            self.trace.cycle(trigger, traced, planned_at)
-        self.heap.after_cycle()
-        return stats
 
     def _note_ended(self, links: list[AgentLink]) -> None:
         """Log each job once when it ends: completed, or killed after stage k (a pruned

@@ -30,7 +30,7 @@ def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
     from coordinator.bench import bench_coordinator
 
     return bench_coordinator(
-        args.agents, args.stages, args.seed, args.runs, args.changed, args.json
+        args.agents, args.stages, args.seed, args.runs, args.changed, args.json, args.delivery
     )
 
 
@@ -91,6 +91,12 @@ def _add_planning_benches(add: T.Add) -> None:
     bc.add_argument("--runs", type=RUNS, default=3, help="timed runs (min 3)")
     bc.add_argument(
         "--changed", type=T.FRACTION, default=1.0, help="share of jobs progressing per period"
+    )
+    bc.add_argument(
+        "--delivery",
+        choices=("update", "result"),
+        default="update",
+        help="plans acknowledged by the agents' next update (default) or each by a result",
     )
     br = add(
         "ratio",

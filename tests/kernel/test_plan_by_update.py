@@ -1,0 +1,123 @@
+"""Plans acknowledged by the agents' next update, on real agents and kernels: the plans
+are written on the sessions and nobody waits for a result; each kernel holds its plan,
+and the coordinator learns it from the agent's next update. A plan lost on its way (the
+first delta to h1 is dropped before it is written) is noticed as unacknowledged and
+sent again whole, and h1's kernel holds the newest plan within two periods."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from agent.kernel.layout import BandLayout
+from coordinator.loop import Coordinator
+from coordinator.metrics import CoordinatorMetrics
+from grouper.cluster_config import load_cluster_config
+from tests.kernel.star_cluster import (
+    PERIOD,
+    agents_on,
+    config,
+    expected_maps,
+    register_all,
+    report_progress,
+    version,
+    wait_for,
+)
+from tests.netns import nft_map, root_qdisc
+
+HOSTS = ["h1", "h2", "h3"]
+
+
+class InProcess:
+    """The coordinator in a thread of this process; it counts the results it gets and
+    drops the first delta meant for ``drop``."""
+
+    def __init__(self, path, drop: str) -> None:  # noqa: ANN001
+        self.coord: Coordinator | None = None
+        self.results = 0
+        self.dropped: list[int] = []
+        self.drop = drop
+        self.stop: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread = threading.Thread(target=asyncio.run, args=(self._main(path),), daemon=True)
+
+    async def _main(self, path) -> None:  # noqa: ANN001
+        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+        self.coord = coord = Coordinator(load_cluster_config(path), CoordinatorMetrics())
+        assert coord.pusher.quiet and not coord.pusher.waits
+        for link in coord.links.values():
+            on_result = link.on_result
+
+            def counted(lk, res, on_result=on_result) -> None:  # noqa: ANN001
+                self.results += 1
+                on_result(lk, res)
+
+            link.on_result = counted
+        victim = coord.links[self.drop]
+        post = victim.post
+
+        async def lossy(msg) -> None:  # noqa: ANN001
+            if msg.plan.base_version and not self.dropped:
+                self.dropped.append(msg.plan.version)  # lost on its way
+                return
+            await post(msg)
+
+        victim.post = lossy
+        try:
+            await coord.run(self.stop)
+        finally:
+            await coord.close()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        if self.loop is not None and self.stop is not None:
+            self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(timeout=10)
+
+
+def test_plans_acknowledged_by_update_reach_the_kernels_and_a_lost_one_is_repaired(star, tmp_path):
+    path, addrs = config(star, tmp_path)
+    agents = agents_on(star, path, tmp_path)
+    coord = InProcess(path, drop="h1")
+    ns = dict(zip(HOSTS, star.hosts, strict=True))
+    layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
+
+    def converged(done: dict[str, int]) -> bool:
+        want = expected_maps(addrs, layout, done)
+        return all(
+            (nft_map(ns[h], "band_dport"), nft_map(ns[h], "dscp_dport")) == want[h] for h in HOSTS
+        )
+
+    try:
+        for a in agents.values():
+            a.start()
+        register_all(agents)
+        coord.start()
+        wait_for(lambda: converged({}), 20, "the first plan in every kernel")
+        links = coord.coord.links
+        wait_for(lambda: all(lk.track.confirmed for lk in links.values()), 5, "acknowledged")
+        # the acknowledgement is the version in the agent's update: the agent's own
+        assert {h: links[h].track.agent_version for h in HOSTS} == {
+            h: version(a) for h, a in agents.items()
+        }
+        assert coord.results == 0, "applied plans acknowledged by update get no result"
+        before = version(agents["h1"])
+        # A's first stage ends: every host's plan changes; h1's delta is lost
+        report_progress(agents, "A", 4)
+        t = time.monotonic()
+        wait_for(lambda: converged({"A": 4}), 2 * PERIOD + 1.0, "the plans for A at 4")
+        took = time.monotonic() - t
+        assert coord.dropped, "the first delta to h1 was dropped"
+        assert version(agents["h1"]) > coord.dropped[0] > before, "repaired by a newer plan"
+        pushed = coord.coord.metrics.registry.get_sample_value
+        assert pushed("grouper_coordinator_plans_pushed_total", {"form": "whole"}) >= 4
+        assert pushed("grouper_coordinator_plans_pushed_total", {"form": "delta"}) >= 2
+        print(f"converged {took:.2f} s after the progress (period {PERIOD} s)")
+    finally:
+        coord.close()
+        for a in agents.values():
+            if a.proc and a.proc.poll() is None:
+                a.stop()
