@@ -67,6 +67,7 @@ def bench_simulator(
     link_gbps: float,
     offline: bool,
     json_path: str | None,
+    plot: str | None = None,
 ) -> int:
     """Every policy at every fraction, one fresh process each; the last fraction's runs
     are ``policies`` in the JSON, every fraction's are in ``growth``."""
@@ -95,7 +96,34 @@ def bench_simulator(
     write_json(out, json_path)
     if json_path != "-":
         _print(growth)
+    if plot:
+        plot_growth(growth, plot)
     return 0
+
+
+def plot_growth(growth: list[dict], path: str) -> str:
+    """Wall seconds and peak MB of every policy against the flows of each fraction."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    flows = [g["flows"] for g in growth]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for p in growth[-1]["policies"]:
+        ax1.plot(flows, [g["policies"][p]["seconds"] for g in growth], "o-", label=p)
+        ax2.plot(flows, [g["policies"][p]["peak_mb"] for g in growth], "o-", label=p)
+    for ax, what in ((ax1, "wall seconds (loading included)"), (ax2, "peak MB")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("flows in the trace prefix")
+        ax.set_ylabel(what)
+        ax.grid(True, which="both", alpha=0.3)
+    ax1.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _print(growth: list[dict]) -> None:
@@ -120,6 +148,7 @@ def add_bench_simulator(add: object) -> None:
     )
     b.add_argument("--link-gbps", dest="link_gbps", type=float, default=1.0, help="per port")
     b.add_argument("--offline", action="store_true", help="every coflow at time 0")
+    b.add_argument("--plot", help="PNG: seconds and peak MB against flows, per policy")
 
 
 def _cmd(args: argparse.Namespace) -> int:
@@ -137,4 +166,6 @@ def _cmd(args: argparse.Namespace) -> int:
         raise ConfigError("--fractions", "every fraction must be in (0, 1]")
     if not (0 < args.link_gbps < 1e6):
         raise ConfigError("--link-gbps", f"must be in (0, 1e6), got {args.link_gbps!r}")
-    return bench_simulator(args.trace, policies, fractions, args.link_gbps, args.offline, args.json)
+    return bench_simulator(
+        args.trace, policies, fractions, args.link_gbps, args.offline, args.json, args.plot
+    )

@@ -117,3 +117,22 @@ def test_link_gbps_sets_the_port_rate_and_only_for_traces(tmp_path: Path) -> Non
     )
     assert bad.returncode == 2
     assert bad.stderr.strip() == "grouper: error: --link-gbps: only with --workload coflow:PATH"
+
+
+def test_bench_simulator_reports_every_policy(tmp_path: Path) -> None:
+    import json
+
+    path = tmp_path / "t.txt"
+    path.write_text(SMALL)
+    got = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", "bench", "simulator", "--trace", str(path),
+         "--policies", "fs,grouper", "--fractions", "0.5,1", "--json", "-"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = json.loads(got.stdout)
+    assert set(out["policies"]) == {"fs", "grouper"}
+    for r in out["policies"].values():
+        assert r["seconds"] > 0 and r["peak_mb"] > 10
+        assert r["events"] >= 2 and r["engine"] == "FastEngine"
+    assert [g["coflows"] for g in out["growth"]] == [1, 2]
+    assert out["policies"]["fs"]["avg_cct_vs_fs"] == 1.0
