@@ -17,6 +17,11 @@ Ada-SRSF against SRSF(1) (docs/job-scheduling.md), and the paper's text in one:
   busiest of its servers carries exactly one all-reduce, and it polls the all-reduce
   of the first such server.
 
+``poll`` here is a rate model of that artefact under the paper's rules. The artefact as
+their code has it (each check moves the all-reduce it reads) is ``--reference-poll``,
+and their rules are ``--rules code``; ``scripts/wang_authors_table.py`` runs both on
+job sets drawn as theirs are, beside their own simulator (docs/job-scheduling.md).
+
 Usage: ``python scripts/jobs_reference.py [VARIANT,...] [SEED]`` with variants from
 ``base, 16gb, eta, poll, all`` (default: all five) and the builtin's seed (default 1).
 Prints a Markdown table of average JCT and GPU utilisation for SRSF(1), SRSF(2) and

@@ -176,3 +176,15 @@ def test_cli_takes_rules_and_the_poll_and_reports_them(tmp_path):
     assert res["results"]["lwf:1/ada-srsf"]["reference_polls"] > 300
     assert main(["simulate", "--rules", "code"]) == 2  # stage mode has no such rules
     assert main([*argv[:5], "--rules", "srsf-key=mine"]) == 2
+
+
+def test_the_table_script_reports_mean_spread_and_range_of_the_per_set_ratios():
+    from scripts.wang_authors_table import table
+
+    jct = {1: (10.0, 20.0, 8.0), 2: (10.0, 10.0, 6.0)}  # SRSF(1), SRSF(2), Ada per seed
+    rows = {("code+poll", k, s): {"avg_jct": v[i]} for k, v in jct.items()
+            for i, s in enumerate(("srsf:1", "srsf:2", "ada-srsf"))}  # fmt: skip
+    line = table(rows, ["code+poll"], [1, 2]).splitlines()[-1]
+    # Ada / SRSF(1): 0.8 and 0.6; Ada / SRSF(2): 0.4 and 0.6
+    assert "| 0.700 ± 0.141 | 0.600-0.800 | 0.500 ± 0.141 | 0.400-0.600 |" in line
+    assert "0.710 / 0.669" in line  # issue #36's measurement of their code
