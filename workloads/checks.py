@@ -103,11 +103,13 @@ def check_runnable(wl: Workload, max_sim_time: float, period: float) -> None:
             f"workload {wl.name} needs at least {least:.3g} {wl.time_unit[:20]} of simulated "
             f"time, over the limit {max_sim_time:g} (raise it, or shorten the stages)",
         )
-    events = sim_iterations(wl) + (least / period if period > 0 else 0)
-    if events > L.MAX_SIM_EVENTS:
+    iterations = sim_iterations(wl)
+    rounds = least / period if period > 0 else 0.0
+    if iterations + rounds > L.MAX_SIM_EVENTS:
         raise ConfigError(
             "workload",
-            f"{wl.name}: about {events:.3g} iterations and scheduling rounds to simulate, "
-            f"over the {L.MAX_SIM_EVENTS:.0e} one run may take (fewer iterations per stage, "
-            "a coarser --scale or a longer --period)",
+            f"{wl.name}: {iterations:.3g} iterations and {rounds:.3g} scheduling rounds (at "
+            f"least {least:.3g} {wl.time_unit[:20]} at period {period:g}) to simulate, over "
+            f"the {L.MAX_SIM_EVENTS:.0e} one run may take (fewer iterations, a coarser "
+            "--scale, a longer --period)",
         )
