@@ -48,7 +48,9 @@ def add_arguments(ru: argparse.ArgumentParser) -> None:
     ru.add_argument("--job", required=True, help="this job's id (the same on every host)")
     ru.add_argument("--stages", required=True, help="iterations per stage, e.g. 500,1000,2000")
     ru.add_argument("--arch", default="flows", choices=("flows", "ps", "ring"))
-    ru.add_argument("--model-bytes", type=float, help="gradient bytes per iteration (a prior)")
+    ru.add_argument(
+        "--model-bytes", type=ascii_float, help="gradient bytes per iteration (a prior)"
+    )
     ru.add_argument(
         "--to",
         action="append",
@@ -57,7 +59,7 @@ def add_arguments(ru: argparse.ArgumentParser) -> None:
     )
     ru.add_argument(
         "--weight",
-        type=float,
+        type=ascii_float,
         default=1.0,
         help="the job's importance: a stage weighs as its heaviest job (default 1)",
     )
@@ -74,10 +76,23 @@ def add_arguments(ru: argparse.ArgumentParser) -> None:
     ru.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
 
+def ascii_float(text: str) -> float:
+    """A number in ASCII digits: ``float()`` also reads Arabic-Indic and other Unicode
+    digits, which nothing else in a job's tooling would."""
+    if not text.isascii():
+        raise argparse.ArgumentTypeError(f"expected a number in ASCII digits, got {text[:20]!r}")
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:20]!r}") from None
+
+
 def parse_stages(text: str) -> list[int]:
     out = []
     for i, part in enumerate(text.split(",")):
         try:
+            if not part.strip().isascii():
+                raise ValueError(part)
             n = int(part)
         except ValueError:
             raise UsageError(f"--stages[{i}]", f"expected an integer, got {part[:20]!r}") from None
@@ -123,7 +138,7 @@ def job_level(path: str) -> str:
 def parse_flow(text: str, i: int) -> tuple[str, float]:
     host, sep, size = text.rpartition("=")
     try:
-        value = float(size)
+        value = float(size) if size.isascii() else float("nan")
     except ValueError:
         value = float("nan")
     if not sep or not host or not value > 0 or value == float("inf"):

@@ -131,6 +131,8 @@ def test_bench_pda_small():
         (["order", "--workload", "builtin:fig3", "--json", "/"], "--json: '/' is a directory"),
         (["simulate", "--out", "/dev/null/x"], "--out: '/dev/null' is not a directory"),
         (["simulate", "--what", "load"], "--what: only with simulate sweep"),
+        (["run", "--cojob", "c", "--job", "j", "--stages", "\u0663", "--", "true"], "--stages[0]"),
+        (["run", "--cojob", "c", "--job", "j", "--stages", "1", "--weight", "\u0663"], "ASCII"),
         (["simulate", "sweep", "--what", "period", "--values", "1,1e-6"], "or at least 0.001"),
         (["agent", "--config", "c", "--host", "h", "--nic", "eth0;reboot"], "not an interface"),
         (["coordinator", "--config", "c", "--trace", "/dev/full"], "--trace: '/dev/full' is a"),
