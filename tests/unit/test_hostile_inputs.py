@@ -8,8 +8,10 @@ cover every subcommand the parser has, so new ones are covered as they come.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import io
+import shutil
 import signal
 import tempfile
 import time
@@ -29,6 +31,7 @@ from workloads.schema import parse_workload
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = yaml.safe_load((ROOT / "docs" / "cluster.sample.yaml").read_text())
 OUT = Path(tempfile.mkdtemp(prefix="grouper-hostile-"))
+atexit.register(shutil.rmtree, OUT, True)  # whoever imports this module
 (OUT / "a-file").write_text("x")
 (OUT / "a-dir").mkdir()
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
@@ -327,14 +330,6 @@ def test_cheap_commands_run_with_generated_flags_in_one_line(base, extra):
         argv += ["--out", str(OUT / "sim")]
     code, err = run_cli(argv, 90)
     assert_clean(code, err, argv)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _cleanup() -> Iterator[None]:
-    yield
-    import shutil
-
-    shutil.rmtree(OUT, ignore_errors=True)
 
 
 def flows_job(**flow: object) -> dict:
