@@ -11,6 +11,7 @@ import argparse
 import math
 import multiprocessing
 import resource
+import sys
 import time
 
 from common.errors import ConfigError
@@ -81,6 +82,7 @@ def bench_simulator(
             runs = {}
             for p in policies:
                 runs[p] = pool.apply(_in_child, ((path, p, fraction, link_gbps, offline),))
+                print(f"bench: {fraction:g} {p} {runs[p]['seconds']:.2f} s", file=sys.stderr)
             fs = runs.get("fs", {}).get("avg_cct")
             for r in runs.values():
                 r["avg_cct_vs_fs"] = r["avg_cct"] / fs if fs else math.nan
