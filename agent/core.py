@@ -315,6 +315,18 @@ class AgentCore:
                 log.info("job %s/%s: all its processes exited; finished", e.cojob_id, e.job_id)
             self.hub.publish(events)
 
+    def _rule_of(self, job: JobKey, dst: str, key: RuleKey) -> Rule | None:
+        """What the kernel holds for a connection of ``job`` to host ``dst``: its own
+        rule, or for a job known by its cgroup, the cgroup's rule toward ``dst``."""
+        ref = self.cgroup_refs.get(job)
+        if ref is None:
+            return self.rules.get(key)
+        for fam, table in (("4", self.addresses), ("6", self.addresses6)):
+            rule = self.rules.get((f"cg{fam}_{ref.level}", ref.nft_path, table.get(dst, "")))
+            if rule is not None:
+                return rule
+        return None
+
     def _measure(self) -> None:
         assert self.tracker is not None
         for (job, dst, key), nbytes in self.tracker.take_sent().items():
@@ -325,7 +337,7 @@ class AgentCore:
             if planned is not None:
                 tally = self.band_share.setdefault(job, [0, 0])
                 tally[0] += nbytes
-                tally[1] += nbytes if self.rules.get(key) == planned else 0
+                tally[1] += nbytes if self._rule_of(job, dst, key) == planned else 0
         for key, est in self.loads.items():
             entry = self.registry.jobs.get(key)
             if entry is not None and est.update(entry.iterations_done):

@@ -294,3 +294,28 @@ def test_an_ipv6_connection_of_a_cgroup_job_carries_its_traffic_class(pair, cgro
         assert data_tc == {TABLE[BAND]}, data_tc
     finally:
         agent.stop()
+
+
+def test_a_cgroup_jobs_bytes_are_reported_in_its_planned_band(pair, cg_agent, cgroups):
+    """The agent's report to the coordinator (``bytes_in_planned_band``) credits a cgroup
+    job's bytes to the cgroup's rule toward the destination, which is what the kernel
+    matched them with (there is no per-connection rule for such a job)."""
+    path = manager_layouts(uuid.uuid4().hex[:6])["systemd"]
+    unit = cgroups(path)
+    agent = cg_agent(path)
+    port = sink(pair)
+    job = pair.popen(
+        pair.a, sys.executable, "tests/job_tool.py", pair.addr_b,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=in_cgroup(unit),
+    )  # fmt: skip
+    job.stdin.write(f"{port} 3\n")
+    job.stdin.close()
+    job.wait(timeout=30)
+    deadline = time.monotonic() + 5
+    while True:  # the agent reads its connections' bytes once a second
+        (state,) = [j for j in collect(agent).jobs if j.job.job_id == "j1"]
+        if state.bytes_sent > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert state.bytes_sent > 100_000, state
+    assert state.bytes_in_planned_band == state.bytes_sent, state
