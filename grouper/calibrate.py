@@ -1,5 +1,5 @@
 """``grouper calibrate``: the command. It measures on the emulated fabric
-(``topologies.calibrate``) or, with ``--config``, between a cluster's real hosts through
+(``experiments.calibrate``) or, with ``--config``, between a cluster's real hosts through
 their agents (``coordinator.probes``), fits Wang et al.'s model (``pda.calibration``),
 prints the fit with its residuals and a plot, and with ``--write`` stores the constants.
 """
@@ -15,11 +15,11 @@ from pathlib import Path
 from common import validate as v
 from common.errors import ConfigError
 from common.output import table, write_json
+from experiments.calibrate import measure, rounds, task_pairs
+from experiments.spec import load_experiment, spec_of
 from pda.admission import ContentionModel
 from pda.calibration import LEVEL, Fit, Sample, fit_contention
 from pda.queues import QueueConfig
-from topologies.calibrate import measure, rounds, task_pairs
-from topologies.commands import load_experiment, spec_of
 
 
 def _pair(names: list[str], text: str | None, default: tuple[str, str]) -> tuple[str, str]:
@@ -72,7 +72,7 @@ MAX_SIZE_MB = 1000  # one all-reduce of this size per task and round
 
 def calibrate(args: object) -> int:
     if args.write:  # a file that cannot take the result is refused before measuring
-        from topologies.calibrate_report import write_admission
+        from experiments.calibrate_report import write_admission
 
         write_admission(Path(args.write), ContentionModel(a=1e-3, b=1e-9, eta=1e-9), dry_run=True)
     sizes = [
@@ -85,7 +85,7 @@ def calibrate(args: object) -> int:
     about, samples = (_on_hosts if args.config else _on_fabric)(args, sizes)
     fit = fit_contention(samples)
     out = Path(args.out or tempfile.mkdtemp(prefix="grouper-calibrate-"))
-    from topologies.calibrate_report import plot_fit, write_admission
+    from experiments.calibrate_report import plot_fit, write_admission
 
     pair = about["hosts"]
     title = f"{about.get('experiment') or about['cluster']} {pair[0]}-{pair[1]}"

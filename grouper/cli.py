@@ -95,7 +95,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_emulate(args: argparse.Namespace) -> int:
-    from topologies.commands import emulate
+    from experiments.emulate import emulate
 
     return emulate(args)
 

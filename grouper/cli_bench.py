@@ -38,7 +38,7 @@ def _cmd_bench_reaction(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from topologies.reaction import bench_reaction
+    from experiments.reaction import bench_reaction
 
     with tempfile.TemporaryDirectory(prefix="grouper-reaction-") as tmp:  # removed after
         return bench_reaction(

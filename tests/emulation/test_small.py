@@ -12,11 +12,11 @@ import time
 
 from scapy.all import IP, TCP, rdpcap
 
+from experiments.emulation import Emulation
+from experiments.spec import spec_of
 from pda.queues import QueueConfig
-from topologies.commands import spec_of
-from topologies.experiment import Emulation
 from workloads import load_workload
-from workloads.schema import Workload
+from workloads.model import Workload
 
 SENDER, RECEIVER, PORT = "h1", "h4", "leaf2-h4"  # switch egress port toward the receiver
 

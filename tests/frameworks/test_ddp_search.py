@@ -16,11 +16,11 @@ import time
 import optuna
 import yaml
 
+from experiments.ddp_runner import DdpRunner, Rank
 from grouper.integrations.optuna import SyncHalving
 from tests.kernel.test_agent import collect
 from tests.netns import GROUPER, ROOT, AgentProc, nft_json
 from tests.ports import free_port
-from topologies.ddp_runner import DdpRunner, Rank
 
 STAGES = [30, 30]
 

@@ -126,8 +126,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "cluster.sample.yaml"
 
 
 def test_write_admission_keeps_comments_order_and_the_rest(tmp_path):
+    from experiments.calibrate_report import write_admission
     from grouper.cluster_config import load_cluster_config
-    from topologies.calibrate_report import write_admission
 
     path = tmp_path / "cluster.yaml"
     path.write_text(SAMPLE.read_text())
@@ -143,8 +143,8 @@ def test_write_admission_keeps_comments_order_and_the_rest(tmp_path):
 
 
 def test_write_admission_adds_the_section_when_missing(tmp_path):
+    from experiments.calibrate_report import write_admission
     from grouper.cluster_config import load_cluster_config
-    from topologies.calibrate_report import write_admission
 
     text = SAMPLE.read_text()
     start = text.index("admission:")
@@ -159,8 +159,8 @@ def test_write_admission_adds_the_section_when_missing(tmp_path):
 def test_write_admission_updates_a_flow_style_section_as_the_readme_writes_it(tmp_path):
     """The README's sample has ``admission: {enabled: true, a: ..., b: ..., eta: ...}``;
     calibrate once measured for minutes and then refused it."""
+    from experiments.calibrate_report import write_admission
     from grouper.cluster_config import load_cluster_config
-    from topologies.calibrate_report import write_admission
 
     text = SAMPLE.read_text()
     start, end = text.index("admission:"), text.index("failure:")
@@ -199,8 +199,8 @@ def test_calibrate_refuses_a_file_it_cannot_update_before_measuring(tmp_path):
 def test_simulate_uses_the_cluster_configs_constants(tmp_path):
     import json
 
+    from experiments.calibrate_report import write_admission
     from grouper.cli import main
-    from topologies.calibrate_report import write_admission
 
     cfg = tmp_path / "cluster.yaml"
     cfg.write_text(SAMPLE.read_text())
@@ -218,9 +218,9 @@ def test_simulate_uses_the_cluster_configs_constants(tmp_path):
 
 
 def test_star_tasks_come_from_every_other_host_in_turn():
+    from experiments.calibrate import task_pairs
+    from experiments.spec import load_experiment, spec_of
     from pda.queues import QueueConfig
-    from topologies.calibrate import task_pairs
-    from topologies.commands import load_experiment, spec_of
 
     spec = spec_of(load_experiment("builtin:small"), QueueConfig())
     assert task_pairs(spec.host_names, ("h1", "h4"), 2, star=False) == [("h1", "h4")] * 2

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from topologies.cpustats import StealMonitor, read_cpu, stolen_share
+from experiments.cpustats import StealMonitor, read_cpu, stolen_share
 
 
 def test_read_cpu_takes_steal_and_leaves_guest_time_out_of_the_total(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     "common", "pda", "workloads", "simulator", "agent", "coordinator", "trafficgen",
-    "topologies", "grouper",
+    "topologies", "experiments", "grouper",
 }  # fmt: skip
 GROUPER_BELOW = {"grouper.v1", "grouper.cluster_config"}
 ALLOWED = {
@@ -25,12 +25,14 @@ ALLOWED = {
     "trafficgen": {"common", "pda", *GROUPER_BELOW},
     "agent": {"common", "pda", *GROUPER_BELOW},
     "coordinator": {"common", "pda", "workloads", *GROUPER_BELOW},
-    "topologies": {
+    "topologies": {"common", "pda"},
+    "experiments": {
         "common",
         "pda",
         "workloads",
         "simulator",
         "trafficgen",
+        "topologies",
         *GROUPER_BELOW,
         "grouper.integrations.torch",
         "grouper.integrations.optuna",

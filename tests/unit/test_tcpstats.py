@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topologies.tcpstats import parse_tables, total
+from experiments.tcpstats import parse_tables, total
 
 
 def test_parse_tables_pairs_names_with_values():

@@ -1,8 +1,8 @@
 """One rank of a DDP trial (PyTorch, Gloo over TCP, CPU tensors, synthetic data).
 
-Run under ``grouper run`` by :mod:`topologies.ddp_runner`::
+Run under ``grouper run`` by :mod:`experiments.ddp_runner`::
 
-    python -m topologies.ddp_trial --master ADDR --port P --rank R --world W \\
+    python -m experiments.ddp_trial --master ADDR --port P --rank R --world W \\
         --width H --stages 4,8 --seed S --lr LR
 
 Once the process group is up it prints ``{"ready": rank}``. Before each stage the rank

@@ -29,9 +29,9 @@ import numpy as np
 
 from common.errors import ConfigError
 from common.output import table, write_json
+from experiments.emulation import Emulation
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from topologies.experiment import Emulation
 from topologies.leafspine import LeafSpine
 
 STEPS = ("agent_to_coordinator", "planning", "coordinator_to_agent", "kernel")

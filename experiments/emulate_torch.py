@@ -7,15 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from common.output import table, write_json
-from pda.queues import QueueConfig
-from simulator.run import run_policies
-from topologies.commands import emulation_queues, parse_policies, spec_of
-from topologies.torch_experiment import (
+from experiments.spec import emulation_queues, parse_policies, spec_of
+from experiments.torch_experiment import (
     check_known,
     load_torch_experiment,
     run_policy,
     simulator_workload,
 )
+from pda.queues import QueueConfig
+from simulator.run import run_policies
 from workloads import load_workload
 
 POLICIES = ("fs", "grouper", "baraat", "sincronia", "sptf")

@@ -20,15 +20,15 @@ from pathlib import Path
 import grpc
 import yaml
 
+from experiments.cpustats import StealMonitor
+from experiments.tcpstats import host_counters
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.admission import ContentionModel
-from topologies.cpustats import StealMonitor
 from topologies.leafspine import Fabric, LeafSpine
-from topologies.tcpstats import host_counters
 from trafficgen.netns import NetnsThread
 from trafficgen.replay import Hosts, ReplayResult, replay
-from workloads.schema import Workload
+from workloads.model import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 

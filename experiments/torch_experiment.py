@@ -3,7 +3,7 @@
 Each search is an Optuna study run by synchronous successive halving
 (:class:`grouper.integrations.optuna.SyncHalving`); each trial is a DDP job over Gloo
 with one rank per listed host, every rank started with ``grouper run`` in its Mininet
-host (:class:`topologies.ddp_runner.DdpRunner`). Nobody registers a port. Searches start
+host (:class:`experiments.ddp_runner.DdpRunner`). Nobody registers a port. Searches start
 their first stage at their ``arrival`` offsets once every rank of every search is up.
 
 Measured per policy: each stage's completion time (the last trial of the search ending
@@ -30,9 +30,9 @@ import yaml
 
 from common import validate as v
 from common.errors import ConfigError
+from experiments.emulation import ROOT, Emulation
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from topologies.experiment import ROOT, Emulation
 from topologies.leafspine import LeafSpine
 
 TORCH_EXPERIMENTS = ("torch-small",)
@@ -56,13 +56,13 @@ class TorchExperiment:
 
 
 def gradient_bytes(width: int) -> int:
-    """Gradient bytes of ``topologies.ddp_trial``'s MLP (64 -> w -> w -> 10, float32)."""
+    """Gradient bytes of ``experiments.ddp_trial``'s MLP (64 -> w -> w -> 10, float32)."""
     return 4 * (64 * width + width + width * width + width + width * 10 + 10)
 
 
 def load_torch_experiment(name: str) -> TorchExperiment:
     key = name.split(":", 1)[1]
-    text = (resources.files("topologies") / "builtin" / f"{key}.yaml").read_text()
+    text = (resources.files("experiments") / "builtin" / f"{key}.yaml").read_text()
     m = v.mapping(yaml.safe_load(text), "", ("name", "description", "topology", "port", "searches"))
     searches = []
     for i, raw in enumerate(v.sequence(v.get(m, "searches", ""), "searches", min_len=1)):
@@ -112,8 +112,8 @@ def _run_searches(
 ) -> dict:
     import optuna
 
+    from experiments.ddp_runner import DdpRunner, Rank
     from grouper.integrations.optuna import SyncHalving
-    from topologies.ddp_runner import DdpRunner, Rank
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     addr = spec.addresses
