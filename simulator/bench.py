@@ -20,13 +20,16 @@ from common.output import table, write_json
 POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper")
 
 
-def run_one(path: str, policy: str, fraction: float, link_gbps: float, offline: bool) -> dict:
-    """One policy on the first ``fraction`` of the trace (all at time 0: ``offline``)."""
+def run_one(
+    path: str, policy: str, fraction: float, link_gbps: float, offline: bool, timeout: float
+) -> dict:
+    """One policy on the first ``fraction`` of the trace (all at time 0: ``offline``);
+    a run past ``timeout`` wall seconds stops and says where it was."""
     from dataclasses import replace
 
     import numpy as np
 
-    from pda.admission import ContentionModel
+    from common.contention import ContentionModel
     from pda.priorities import QueueConfig
     from simulator.run import engine_for, topology_of
     from workloads import load_workload
@@ -40,13 +43,24 @@ def run_one(path: str, policy: str, fraction: float, link_gbps: float, offline: 
     engine = engine_for(
         wl, policy, topo, 0.0, wl.queues or QueueConfig(admission=ContentionModel())
     )
-    result = engine.run()
+    try:
+        result = engine.run(deadline=time.monotonic() + timeout)
+    except ConfigError:
+        return {
+            "seconds": time.perf_counter() - t0,
+            "stopped_at": engine.t,
+            "events": engine.events,
+            "flows": int(wl.meta["flows"]),
+            "coflows": len(wl.cojobs),
+            "peak_mb": _peak_mb(),
+            "engine": type(engine).__name__,
+        }
     seconds = time.perf_counter() - t0
     cct = np.asarray([s["sct"] for s in result.stages])
     return {
         "seconds": seconds,
         "load_seconds": loaded,
-        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_mb": _peak_mb(),
         "events": result.events,
         "events_per_second": result.events / seconds,
         "coflows": len(wl.cojobs),
@@ -55,6 +69,10 @@ def run_one(path: str, policy: str, fraction: float, link_gbps: float, offline: 
         "avg_cct": float(cct.mean()),
         "p95_cct": float(np.percentile(cct, 95)),
     }
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _in_child(args: tuple) -> dict:
@@ -69,6 +87,7 @@ def bench_simulator(
     offline: bool,
     json_path: str | None,
     plot: str | None = None,
+    timeout: float = math.inf,
 ) -> int:
     """Every policy at every fraction, one fresh process each; the last fraction's runs
     are ``policies`` in the JSON, every fraction's are in ``growth``."""
@@ -81,10 +100,12 @@ def bench_simulator(
         for fraction in fractions:
             runs = {}
             for p in policies:
-                runs[p] = pool.apply(_in_child, ((path, p, fraction, link_gbps, offline),))
+                runs[p] = pool.apply(_in_child, ((path, p, fraction, link_gbps, offline, timeout),))
                 print(f"bench: {fraction:g} {p} {runs[p]['seconds']:.2f} s", file=sys.stderr)
             fs = runs.get("fs", {}).get("avg_cct")
             for r in runs.values():
+                if "avg_cct" not in r:
+                    continue
                 r["avg_cct_vs_fs"] = r["avg_cct"] / fs if fs else math.nan
                 p95 = runs.get("fs", {}).get("p95_cct")
                 r["p95_cct_vs_fs"] = r["p95_cct"] / p95 if p95 else math.nan
@@ -131,8 +152,8 @@ def plot_growth(growth: list[dict], path: str) -> str:
 def _print(growth: list[dict]) -> None:
     rows = [
         [f"{g['fraction']:g}", str(g["flows"]), p, f"{r['seconds']:.2f}", f"{r['peak_mb']:.0f}",
-         str(r["events"]), f"{r['avg_cct']:.4g}", f"{r['p95_cct']:.4g}",
-         f"{r['avg_cct_vs_fs']:.3f}"]
+         str(r["events"]), f"{r.get('avg_cct', math.nan):.4g}",
+         f"{r.get('p95_cct', math.nan):.4g}", f"{r.get('avg_cct_vs_fs', math.nan):.3f}"]
         for g in growth
         for p, r in g["policies"].items()
     ]  # fmt: skip
@@ -150,6 +171,7 @@ def add_bench_simulator(add: object) -> None:
     )
     b.add_argument("--link-gbps", dest="link_gbps", type=float, default=1.0, help="per port")
     b.add_argument("--offline", action="store_true", help="every coflow at time 0")
+    b.add_argument("--timeout", type=float, help="wall seconds per run (stopped runs say where)")
     b.add_argument("--plot", help="PNG: seconds and peak MB against flows, per policy")
 
 
@@ -169,5 +191,6 @@ def _cmd(args: argparse.Namespace) -> int:
     if not (0 < args.link_gbps < 1e6):
         raise ConfigError("--link-gbps", f"must be in (0, 1e6), got {args.link_gbps!r}")
     return bench_simulator(
-        args.trace, policies, fractions, args.link_gbps, args.offline, args.json, args.plot
-    )
+        args.trace, policies, fractions, args.link_gbps, args.offline, args.json, args.plot,
+        args.timeout or math.inf,
+    )  # fmt: skip

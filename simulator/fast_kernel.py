@@ -85,27 +85,26 @@ def _maxmin_w(
         count[pv[i]] += mult[pf[i]]
     frozen = mult == 0.0
     level = 0.0
-    while True:
+    # the virtual links still filling (count > 0), in order: an iteration scans them
+    # only, not every queue of every link (most saturate at once, at level 0)
+    live = np.flatnonzero(count > 0.0)
+    while len(live):
         delta = np.inf
-        for v in range(nv):
-            if count[v] > 0.0:
-                share = residual[v] / count[v]
-                if share < delta:
-                    delta = share
-        if delta == np.inf:
-            break
+        for v in live:
+            share = residual[v] / count[v]
+            if share < delta:
+                delta = share
         delta = max(delta, 0.0)
         level += delta
         hit = False
-        for v in range(nv):
-            if count[v] > 0.0:
-                residual[v] -= delta * count[v]
-                if residual[v] <= tol:
-                    residual[v] = 0.0
-                    hit = True
+        for v in live:
+            residual[v] -= delta * count[v]
+            if residual[v] <= tol:
+                residual[v] = 0.0
+                hit = True
         if not hit:
             break
-        for v in range(nv):
+        for v in live:
             if count[v] > 0.0 and residual[v] == 0.0:
                 for k in range(v_start[v], v_start[v + 1]):
                     f = pf[by_v[k]]
@@ -115,6 +114,12 @@ def _maxmin_w(
                     rates[f] = level
                     for c in range(flow_start[f], flow_start[f + 1]):
                         count[pv[by_flow[c]]] -= mult[f]
+        keep = 0
+        for v in live:
+            if count[v] > 0.0:
+                live[keep] = v
+                keep += 1
+        live = live[:keep]
     for i in range(len(pf)):
         f = pf[i]
         if not frozen[f]:
