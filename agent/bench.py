@@ -23,7 +23,7 @@ from common.output import write_json
 if TYPE_CHECKING:  # the measuring child imports these; the CLI process need not
     from agent.core import AgentCore
     from agent.registry import Registry
-    from pda.queues import QueueConfig
+    from common.queues import QueueConfig
 
 
 def bench_agent(flows: int, runs: int, json_path: str | None) -> int:
@@ -131,7 +131,7 @@ async def _timed_apply(core: AgentCore, plan: dict, expect_changed: int) -> floa
 async def _measure(flows: int, runs: int) -> dict:
     from agent.core import AgentCore
     from agent.enforcer import KernelThread
-    from pda.queues import QueueConfig
+    from common.queues import QueueConfig
 
     queues = QueueConfig()
     reg, hosts, ids = _bench_registry(flows)

@@ -21,8 +21,8 @@ from agent.plan import Connections, Rule, RuleKey, compose, plan_entries
 from agent.registry import Event, Registry
 from common.errors import ConfigError
 from common.flows import host_flow_id
+from common.queues import QueueConfig
 from common.registration import Flow, JobEntry, reported_flows
-from pda.queues import QueueConfig
 
 log = logging.getLogger("grouper.agent")
 CGROUP_GRACE = 1.0  # seconds a job's removed cgroup may take to be made again

@@ -35,8 +35,8 @@ from agent.probe import Prober
 from agent.registry import Registry
 from agent.service import AgentServicer, RegistryServicer
 from common.binding import EXCLUSIVE_PORT, bind
+from common.cluster_config import ClusterConfig, load_cluster_config
 from common.errors import ConfigError
-from grouper.cluster_config import ClusterConfig, load_cluster_config
 from grouper.v1 import agent_pb2_grpc as pbg
 
 log = logging.getLogger("grouper.agent")

@@ -65,7 +65,7 @@ def bench_datapath(
     json_path: str | None,
     txqueues: int = 1,
 ) -> int:
-    """Ranges are checked where the CLI reads them (``grouper.argtypes``)."""
+    """Ranges are checked where the CLI reads them (``grouper.cli.argtypes``)."""
     if os.geteuid() != 0:
         raise ConfigError("bench datapath", "needs root (it creates network namespaces)")
     tag = os.getpid() % 100000
@@ -275,7 +275,7 @@ def _rules(entries: int) -> dict[tuple, Any]:
     """``entries`` rules: iperf3's port in band 1, the rest per-connection elements of
     made-up connections and port elements, spread over the data bands."""
     from agent.plan import Rule
-    from pda.queues import QueueConfig
+    from common.queues import QueueConfig
 
     q = QueueConfig()
     data = q.data_bands
@@ -294,7 +294,7 @@ def _rules(entries: int) -> dict[tuple, Any]:
 def _child(state: str, entries: int) -> None:
     from agent.enforcer import Enforcer
     from agent.kernel import nft_rules
-    from pda.queues import QueueConfig
+    from common.queues import QueueConfig
 
     single = state == "agent_10k_single"
     enf = Enforcer("dpa", QueueConfig(), LINK_MBPS, control_ports=(7070,), multiqueue=not single)

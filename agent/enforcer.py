@@ -21,7 +21,7 @@ from agent.kernel.nft import Nft, NftError
 from agent.kernel.qdisc import Qdisc, probe_backend
 from agent.plan import Rule, RuleKey
 from common.errors import ConfigError
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 
 log = logging.getLogger("grouper.agent")
 

@@ -23,8 +23,8 @@ from typing import Any
 from common import validate as v
 from common.errors import ConfigError
 from common.flows import inbound_key, parse_host_flow, parse_inbound_key
+from common.queues import QueueConfig
 from common.registration import Flow
-from pda.queues import QueueConfig
 
 # ("dport" | "sport" | "in_sport" | "in_dport", peer address, port)
 # or ("conn" | "conn6", src, dst, sport, dport)

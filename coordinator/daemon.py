@@ -13,11 +13,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from common.binding import EXCLUSIVE_PORT, bind
+from common.cluster_config import load_cluster_config
 from common.errors import ConfigError
 from coordinator.loop import Coordinator
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.trace import CycleTrace
-from grouper.cluster_config import load_cluster_config
 from pda.order import warm_up
 
 log = logging.getLogger("grouper.coordinator")

@@ -14,10 +14,10 @@ from typing import Any
 
 import grpc
 
+from common.cluster_config import ClusterConfig, HostConfig
 from coordinator.delivery import PlanTrack
 from coordinator.snapshot import JobReport
 from coordinator.state import AgentState
-from grouper.cluster_config import ClusterConfig, HostConfig
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 

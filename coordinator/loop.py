@@ -17,6 +17,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from common.cluster_config import ClusterConfig, HostConfig
 from common.errors import ConfigError
 from coordinator.heap import HeapKeeper
 from coordinator.links import AgentLink
@@ -26,7 +27,6 @@ from coordinator.planner import Planned, plan_hosts
 from coordinator.push import Pusher
 from coordinator.snapshot import Model
 from coordinator.trace import CycleTrace
-from grouper.cluster_config import ClusterConfig, HostConfig
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
 from pda.snapshot import FlowTables

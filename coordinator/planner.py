@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.queues import QueueConfig
 from coordinator.snapshot import Model
 from pda.planning import Planner
-from pda.queues import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 
 # flow id -> (band, dscp) of the flows a host sends, and inbound_key -> the control

@@ -17,9 +17,9 @@ from collections import defaultdict
 
 import grpc
 
+from common.cluster_config import ClusterConfig
 from common.errors import ConfigError
 from coordinator.links import channel_for
-from grouper.cluster_config import ClusterConfig
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.calibration import Sample

@@ -1,5 +1,5 @@
 """The calibration's measurement on the emulated fabric (the command is
-``grouper.calibrate``; between real hosts it is ``coordinator.probes``).
+``grouper.cli.calibrate``; between real hosts it is ``coordinator.probes``).
 
 As Wang et al. did on their 10 GbE cluster (Section III-A, Fig. 2): ``k`` ring
 all-reduces of ``M`` bytes between the same two hosts, all at once, for k = 1..8 and a

@@ -9,15 +9,15 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+from common.contention import ContentionModel
 from common.errors import ConfigError
 from common.output import table, write_json
+from common.scheduling import POLICIES
 from experiments.cpustats import STEAL_WARNING
 from experiments.emulate_torch import emulate_torch
 from experiments.emulation import Emulation
 from experiments.spec import emulation_queues, load_experiment, parse_policies, spec_of
 from experiments.tcpstats import total
-from pda.admission import ContentionModel
-from pda.settings import POLICIES
 from simulator import report
 from simulator.run import link_goodput, run_policies, topology_of
 from topologies.leafspine import PAYLOAD_SHARE, LeafSpine

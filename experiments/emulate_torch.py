@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from common.output import table, write_json
+from common.queues import QueueConfig
 from experiments.spec import emulation_queues, parse_policies, spec_of
 from experiments.torch_experiment import (
     check_known,
@@ -14,7 +15,6 @@ from experiments.torch_experiment import (
     run_policy,
     simulator_workload,
 )
-from pda.queues import QueueConfig
 from simulator.run import run_policies
 from workloads import load_workload
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import grpc
 import yaml
 
+from common.contention import ContentionModel
 from experiments.cpustats import StealMonitor
 from experiments.tcpstats import host_counters
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from pda.admission import ContentionModel
 from topologies.leafspine import Fabric, LeafSpine
 from trafficgen.netns import NetnsThread
 from trafficgen.replay import Hosts, ReplayResult, replay

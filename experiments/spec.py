@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from common.errors import ConfigError
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 from topologies.leafspine import LeafSpine
 from workloads import load_workload
 from workloads.model import Workload
@@ -37,7 +37,7 @@ def emulation_queues(args: object) -> QueueConfig:
     contention constants measured on this fabric (``grouper calibrate --write``)."""
     queues = QueueConfig(min_share=args.min_share)
     if getattr(args, "config", None):
-        from grouper.cluster_config import load_cluster_config
+        from common.cluster_config import load_cluster_config
 
         queues = replace(queues, admission=load_cluster_config(args.config).queues.admission)
     return queues

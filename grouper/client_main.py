@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     full distribution is there too, else ``grouper run`` only."""
     argv = sys.argv[1:] if argv is None else argv
     if importlib.util.find_spec("grouper.cli") is not None:
-        from grouper.cli import main as full_main
+        from grouper.cli.main import main as full_main
 
         return full_main(argv)
     p = argparse.ArgumentParser(

@@ -2,5 +2,5 @@
 
 No I/O, no gRPC, no kernel: the coordinator and the simulator call the same code.
 Nothing is re-exported here, so importing one module (the agent needs only
-``pda.queues``) does not load the rest: SciPy, numba and HiGHS stay out of the agent.
+``common.queues``) does not load the rest: SciPy, numba and HiGHS stay out of the agent.
 """

@@ -25,8 +25,8 @@ import numpy as np
 from scipy.optimize import nnls
 from scipy.stats import t as student_t
 
+from common.contention import ContentionModel
 from common.errors import ConfigError
-from pda.admission import ContentionModel
 
 LEVEL = 0.95  # confidence of the reported intervals
 MAX_RMS = 0.10  # a fit missing its points by more (relative, rms) is poor

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.queues import QueueConfig
 from pda.policies import flow_priorities, schedule
-from pda.queues import QueueConfig
 from pda.snapshot import Snapshot
 
 

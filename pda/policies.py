@@ -22,10 +22,10 @@ import numpy as np
 from scipy import sparse
 
 from common.errors import ConfigError
+from common.queues import QueueConfig
+from common.scheduling import POLICIES
 from pda.order import pda_order, primal_dual_order
 from pda.priorities import FlowPriorities, map_priorities
-from pda.queues import QueueConfig
-from pda.settings import POLICIES
 from pda.snapshot import Snapshot
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 
 
 @dataclass

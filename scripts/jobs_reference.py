@@ -36,7 +36,7 @@ import dataclasses
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from pda.admission import ContentionModel
+from common.contention import ContentionModel
 from simulator.jobs.engine import COMM, Job, Simulation
 from simulator.jobs.placement import parse_placement
 from simulator.jobs.schedulers import parse_scheduler

@@ -23,13 +23,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pda.planning as planning  # noqa: E402
+from common.queues import QueueConfig  # noqa: E402
 from coordinator.fleet import fleet_states  # noqa: E402
 from coordinator.merge import Merger  # noqa: E402
 from coordinator.planner import plan_hosts  # noqa: E402
 from coordinator.state import AgentState  # noqa: E402
 from grouper.v1 import agent_pb2 as pb  # noqa: E402
 from pda.planning import Planner  # noqa: E402
-from pda.queues import QueueConfig  # noqa: E402
 from pda.snapshot import FlowTables  # noqa: E402
 
 SCHEDULES: list = []  # (snapshot, schedule) of every plan, for the per-port orders

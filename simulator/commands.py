@@ -9,11 +9,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from common import validate as v
+from common.contention import ContentionModel
 from common.errors import ConfigError
 from common.output import table, write_json
-from pda.admission import ContentionModel
+from common.queues import QueueConfig
 from pda.lowerbound import lp_lower_bound
-from pda.queues import QueueConfig
 from pda.snapshot import build_snapshot
 from simulator import report
 from simulator.limits import RunLimits

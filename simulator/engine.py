@@ -21,10 +21,10 @@ import math
 import numpy as np
 
 from common.limits import MAX_SIM_EVENTS
+from common.queues import QueueConfig
 from pda.model import Cojob, FlowSpec, Job
 from pda.planning import Planner
 from pda.policies import knows_survivors, orders_flows
-from pda.queues import QueueConfig
 from pda.snapshot import FlowTables, build_snapshot
 from simulator.allocator import allocate
 from simulator.limits import RunLimits, check_limits

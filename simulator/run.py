@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from common.contention import ContentionModel
 from common.errors import ConfigError
-from pda.admission import ContentionModel
-from pda.queues import QueueConfig
-from pda.settings import POLICIES
+from common.queues import QueueConfig
+from common.scheduling import POLICIES
 from simulator.engine import Engine
 from simulator.fast import FastEngine, coflow_shaped
 from simulator.limits import RunLimits

@@ -74,7 +74,7 @@ class NetPair:
            "peer", "name", nic2, "netns", ns2, *mq)  # fmt: skip
 
     def _switch(self, mbps: float) -> None:
-        from pda.queues import QueueConfig
+        from common.queues import QueueConfig
         from topologies.leafspine import switch_queue_commands
 
         assert self.s is not None

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 from pda.switch_queues import switch_queue_map
 
 

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from common import validate as v
+from common.contention import ContentionModel
 from common.errors import ConfigError
 from common.yamlfile import parse_yaml, read_text
-from pda.admission import ContentionModel
 from workloads.gpujobs import MAX_JOBS, GpuCluster, GpuJob, JobMix, Model
 
 SLOT = 1e-3  # seconds per slot of their simulator (their unit: 1 ms)

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from common import validate as v
+from common.contention import ContentionModel
 from common.errors import ConfigError
+from common.scheduling import parse_admission
 from common.yamlfile import parse_yaml, read_text
-from pda.admission import ContentionModel
-from pda.settings import parse_admission
 from workloads.authors_jobs import load_job_dir
 from workloads.gpujobs import (
     MAX_GPUS,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.queues import QueueConfig
 from pda.model import Cojob
-from pda.queues import QueueConfig
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from common import limits as L
 from common import validate as v
 from common.errors import ConfigError
 from common.flows import ARCHS
+from common.queues import QueueConfig
+from common.scheduling import parse_admission, parse_queues
 from common.yamlfile import parse_yaml, read_text
 from pda.model import Cojob, FlowSpec, Job
-from pda.queues import QueueConfig
-from pda.settings import parse_admission, parse_queues
 from workloads.checks import check_capacity, check_workload
 from workloads.generators import GENERATORS
 from workloads.model import Workload

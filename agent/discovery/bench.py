@@ -46,7 +46,7 @@ from agent.cgroups import Cgroups
 from common.errors import ConfigError
 from common.flows import host_flow_id
 from common.output import write_json
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 
 PORT = 5001
 DSCP_TABLE = list(QueueConfig().dscp_table)
@@ -58,7 +58,7 @@ CHURN = 100.0  # new connections a second while the churn CPU is measured
 def bench_discovery(
     jobs: int, connections: int, samples: int, interval: float, json_path: str | None
 ) -> int:
-    """Ranges are checked where the CLI reads them (``grouper.argtypes``)."""
+    """Ranges are checked where the CLI reads them (``grouper.cli.argtypes``)."""
     if os.geteuid() != 0:
         raise ConfigError("bench discovery", "needs root (it creates network namespaces)")
     try:

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from agent.kernel import nft_cgroup
 from agent.kernel.layout import BandLayout
 from agent.plan import Rule, RuleKey
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 
 TABLE = "grouper"
 FAMILY = "inet"

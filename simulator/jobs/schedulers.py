@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from common.contention import ContentionModel
 from common.errors import ConfigError
-from pda.admission import ContentionModel, adadual_admit
+from pda.admission import adadual_admit
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import time
 
 from scapy.all import IP, TCP, rdpcap
 
+from common.queues import QueueConfig
 from experiments.emulation import Emulation
 from experiments.spec import spec_of
-from pda.queues import QueueConfig
 from workloads import load_workload
 from workloads.model import Workload
 

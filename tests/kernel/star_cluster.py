@@ -13,11 +13,11 @@ import grpc
 import yaml
 
 from agent.kernel.layout import BandLayout
+from common.queues import QueueConfig
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import host_plans, schedule
-from pda.queues import QueueConfig
 from pda.snapshot import build_snapshot
 from tests.netns import GROUPER, ROOT, AgentProc, NetStar
 from tests.ports import free_port

@@ -14,7 +14,7 @@ import pytest
 from scapy.all import IP, TCP
 
 from agent.kernel.layout import HANDLE_MAJOR, BandLayout
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 from tests.capture import Capture
 from tests.kernel.agent_calls import apply, collect, register
 from tests.netns import (

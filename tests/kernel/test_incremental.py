@@ -9,9 +9,9 @@ import signal
 import threading
 
 from agent.kernel.layout import BandLayout
+from common.cluster_config import load_cluster_config
 from coordinator.loop import Coordinator
 from coordinator.metrics import CoordinatorMetrics
-from grouper.cluster_config import load_cluster_config
 from grouper.v1 import agent_pb2 as pb
 from tests.kernel.star_cluster import (
     TTL,

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from agent.kernel.layout import HANDLE_MAJOR, BandLayout, child_major
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 from tests.kernel.test_agent import BACKENDS, TABLE, apply, register
 from tests.netns import pin_tx_queue, root_qdisc, tc_json
 

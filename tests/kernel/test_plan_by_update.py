@@ -11,9 +11,9 @@ import threading
 import time
 
 from agent.kernel.layout import BandLayout
+from common.cluster_config import load_cluster_config
 from coordinator.loop import Coordinator
 from coordinator.metrics import CoordinatorMetrics
-from grouper.cluster_config import load_cluster_config
 from tests.kernel.star_cluster import (
     PERIOD,
     agents_on,

@@ -10,7 +10,7 @@ from agent.kernel.nft_rules import count_changes, render_changes, render_table
 from agent.plan import Rule, desired_rules
 from agent.registry import Registry
 from common.errors import ConfigError
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 
 ADDR = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
 

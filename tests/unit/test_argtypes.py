@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grouper import argtypes as T
+from grouper.cli import argtypes as T
 
 SPACE = st.sampled_from(["", " ", "\n", "\t", " \r\n"])
 NUMBER = st.one_of(

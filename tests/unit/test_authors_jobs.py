@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
-from grouper.cli import main
+from grouper.cli.main import main
 from workloads.authors_jobs import (
     AUTHORS_CONTENTION,
     TEMPLATES,

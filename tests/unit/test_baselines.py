@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from common.errors import ConfigError
+from common.queues import QueueConfig
+from common.scheduling import POLICIES
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import host_plans, schedule
-from pda.queues import QueueConfig
-from pda.settings import POLICIES
 from pda.snapshot import build_snapshot
 from workloads import load_workload
 

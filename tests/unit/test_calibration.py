@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.contention import ContentionModel
 from common.errors import ConfigError
-from pda.admission import ContentionModel
 from pda.calibration import Sample, fit_contention
 
 TRUE = ContentionModel(a=2e-3, b=4e-7, eta=1.5e-7)
@@ -126,8 +126,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "cluster.sample.yaml"
 
 
 def test_write_admission_keeps_comments_order_and_the_rest(tmp_path):
+    from common.cluster_config import load_cluster_config
     from experiments.calibrate_report import write_admission
-    from grouper.cluster_config import load_cluster_config
 
     path = tmp_path / "cluster.yaml"
     path.write_text(SAMPLE.read_text())
@@ -143,8 +143,8 @@ def test_write_admission_keeps_comments_order_and_the_rest(tmp_path):
 
 
 def test_write_admission_adds_the_section_when_missing(tmp_path):
+    from common.cluster_config import load_cluster_config
     from experiments.calibrate_report import write_admission
-    from grouper.cluster_config import load_cluster_config
 
     text = SAMPLE.read_text()
     start = text.index("admission:")
@@ -159,8 +159,8 @@ def test_write_admission_adds_the_section_when_missing(tmp_path):
 def test_write_admission_updates_a_flow_style_section_as_the_readme_writes_it(tmp_path):
     """The README's sample has ``admission: {enabled: true, a: ..., b: ..., eta: ...}``;
     calibrate once measured for minutes and then refused it."""
+    from common.cluster_config import load_cluster_config
     from experiments.calibrate_report import write_admission
-    from grouper.cluster_config import load_cluster_config
 
     text = SAMPLE.read_text()
     start, end = text.index("admission:"), text.index("failure:")
@@ -200,7 +200,7 @@ def test_simulate_uses_the_cluster_configs_constants(tmp_path):
     import json
 
     from experiments.calibrate_report import write_admission
-    from grouper.cli import main
+    from grouper.cli.main import main
 
     cfg = tmp_path / "cluster.yaml"
     cfg.write_text(SAMPLE.read_text())
@@ -218,9 +218,9 @@ def test_simulate_uses_the_cluster_configs_constants(tmp_path):
 
 
 def test_star_tasks_come_from_every_other_host_in_turn():
+    from common.queues import QueueConfig
     from experiments.calibrate import task_pairs
     from experiments.spec import load_experiment, spec_of
-    from pda.queues import QueueConfig
 
     spec = spec_of(load_experiment("builtin:small"), QueueConfig())
     assert task_pairs(spec.host_names, ("h1", "h4"), 2, star=False) == [("h1", "h4")] * 2
@@ -233,11 +233,11 @@ def _calibrate_on(monkeypatch, samples: list[Sample], tmp_path: Path, capsys) ->
     """``grouper calibrate --write`` with the fabric's measurement replaced by ``samples``."""
     import json
 
-    import grouper.calibrate
-    from grouper.cli import main
+    import grouper.cli.calibrate
+    from grouper.cli.main import main
 
     about = {"experiment": "synthetic", "hosts": ["h1", "h4"], "link_mbps": 20.0}
-    monkeypatch.setattr(grouper.calibrate, "_on_fabric", lambda args, sizes: (about, samples))
+    monkeypatch.setattr(grouper.cli.calibrate, "_on_fabric", lambda args, sizes: (about, samples))
     cfg, out = tmp_path / "cluster.yaml", tmp_path / "cal.json"
     cfg.write_text(SAMPLE.read_text())
     argv = ["calibrate", "--write", str(cfg), "--json", str(out), "--out", str(tmp_path)]
@@ -260,7 +260,7 @@ def test_calibrate_refuses_to_write_a_fit_at_its_bound(monkeypatch, tmp_path, ca
 
 
 def test_calibrate_writes_a_sound_fit_with_its_confidence(monkeypatch, tmp_path, capsys):
-    from grouper.cluster_config import load_cluster_config
+    from common.cluster_config import load_cluster_config
 
     status, err, res, _ = _calibrate_on(monkeypatch, noisy(NOISY, 0), tmp_path, capsys)
     assert (status, err, res["problems"]) == (0, "", [])

@@ -16,8 +16,8 @@ from agent.kernel.nft_rules import render_table
 from agent.plan import Rule, compose
 from agent.registry import Registry
 from common.errors import ConfigError
+from common.queues import QueueConfig
 from common.registration import CGROUP_PATH_MAX, cgroup_path
-from pda.queues import QueueConfig
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ def agent(tmp_path):
     import threading
 
     from agent.core import AgentCore
-    from pda.queues import QueueConfig
+    from common.queues import QueueConfig
 
     # the agent is this test process, and so is the job: no pid is "the agent's own"
     reg = Registry(known_hosts={"a", "b"}, host="a", own_pid=-1)

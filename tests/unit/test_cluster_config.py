@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.cluster_config import load_cluster_config, parse_cluster_config
 from common.errors import ConfigError
-from grouper.cluster_config import load_cluster_config, parse_cluster_config
 from tests.unit.helpers import with_change
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "cluster.sample.yaml"

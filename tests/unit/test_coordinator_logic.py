@@ -7,13 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.errors import ConfigError
+from common.queues import QueueConfig
 from coordinator.merge import Merger, merge_reports
 from coordinator.planner import plan_hosts
 from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
 from coordinator.state import AgentState
 from grouper.v1 import agent_pb2 as pb
 from pda.planning import Planner
-from pda.queues import QueueConfig
 
 HOSTS = {"h1", "h2", "h3"}
 

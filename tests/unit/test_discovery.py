@@ -19,8 +19,8 @@ from agent.discovery.tracker import Tracker
 from agent.plan import Rule, compose, plan_entries
 from agent.registry import FINISHED_GRACE, Registry
 from common.errors import ConfigError
+from common.queues import QueueConfig
 from common.registration import Flow, parse_registration, reported_flows
-from pda.queues import QueueConfig
 
 HOSTS = {"10.0.0.1": "a", "10.0.0.2": "b", "10.0.0.3": "c", "fd00::2": "b"}
 J1, J2 = ("c1", "j1"), ("c2", "j2")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pda.admission import ContentionModel
+from common.contention import ContentionModel
 from pda.priorities import QueueConfig
 from simulator.engine import Engine
 from simulator.fast import FastEngine, coflow_shaped

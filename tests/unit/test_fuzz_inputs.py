@@ -13,9 +13,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.cluster_config import parse_cluster_config
 from common.errors import ConfigError
 from common.yamlfile import parse_yaml
-from grouper.cluster_config import parse_cluster_config
 from workloads.schema import parse_workload
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,9 +23,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from common.cluster_config import check_agent_endpoints, parse_cluster_config
 from common.errors import ConfigError
-from grouper import cli
-from grouper.cluster_config import check_agent_endpoints, parse_cluster_config
+from grouper.cli import main as cli
 from workloads.schema import parse_workload
 
 ROOT = Path(__file__).resolve().parents[2]

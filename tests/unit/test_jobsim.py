@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.contention import ContentionModel
 from common.errors import ConfigError
-from grouper.cli import main
-from pda.admission import ContentionModel, two_task_average
+from grouper.cli.main import main
+from pda.admission import two_task_average
 from simulator.jobs.engine import Job, Simulation, simulate_jobs
 from simulator.jobs.placement import parse_placement
 from simulator.jobs.schedulers import parse_scheduler

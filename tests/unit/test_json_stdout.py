@@ -5,15 +5,23 @@ standard output parsed (``make test-newest`` runs this with the newest libraries
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from grouper.cli import build_parser
+from grouper.cli.main import build_parser
 
+# a two-coflow trace in the coflow benchmark's format (the project does not ship one)
+TRACE = Path(tempfile.mkdtemp(prefix="grouper-json-")) / "trace.txt"
+atexit.register(shutil.rmtree, TRACE.parent, True)
+TRACE.write_text("4 2\n1 0 2 0 1 1 2:1.0\n2 10 1 3 2 0:0.5 1:0.5\n")
 # small, quick arguments for every command that runs without root
 UNPRIVILEGED = {
     "order": ["--workload", "builtin:fig3"],
@@ -22,6 +30,7 @@ UNPRIVILEGED = {
     "bench pda": ["--hosts", "10", "--stages", "20"],
     "bench ratio": ["--instances", "3", "--max-cojobs", "2", "--max-stages", "2"],
     "bench coordinator": ["--agents", "5", "--stages", "10", "--runs", "3"],
+    "bench simulator": ["--trace", str(TRACE), "--fractions", "1", "--policies", "fs,grouper"],
 }
 # these need root and real namespaces: the kernel and emulation layers run them, and
 # the redirection they share is tested directly below

@@ -1,9 +1,12 @@
-"""Every import arrow points down: CLI -> daemons/simulator -> workloads -> pda -> common.
+"""Every import arrow points down the layer map of docs/architecture.md, with no
+exceptions listed anywhere.
 
-Read from the source with ``ast`` (no imports run). ``grouper`` is the CLI package; the
-lower layers may use only its wire contract (``grouper.v1``, generated from the
-.proto files), the cluster config schema (``grouper.cluster_config``), and, for the
-experiments that run real training code, the integrations a user's job would import.
+Read from the source with ``ast`` (no imports run). A room is a top-level package, or
+one part of ``grouper/``: its generated stubs (``grouper.v1``, part of the bottom), its
+command line (``grouper.cli``, the top) and the training side (``grouper.client``,
+``grouper.launcher``, ``grouper.integrations``: what a training environment installs).
+A room imports only rooms on lower floors; the training side imports only the bottom
+and itself, and only the command line and the experiments import it.
 """
 
 from __future__ import annotations
@@ -12,66 +15,88 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = {
-    "common", "pda", "workloads", "simulator", "agent", "coordinator", "trafficgen",
-    "topologies", "experiments", "grouper",
-}  # fmt: skip
-GROUPER_BELOW = {"grouper.v1", "grouper.cluster_config"}
-ALLOWED = {
-    "common": set(),
-    "pda": {"common"},
-    "workloads": {"common", "pda"},
-    "simulator": {"common", "pda", "workloads"},
-    "trafficgen": {"common", "pda", *GROUPER_BELOW},
-    "agent": {"common", "pda", *GROUPER_BELOW},
-    "coordinator": {"common", "pda", "workloads", *GROUPER_BELOW},
-    "topologies": {"common", "pda"},
-    "experiments": {
-        "common",
-        "pda",
-        "workloads",
-        "simulator",
-        "trafficgen",
-        "topologies",
-        *GROUPER_BELOW,
-        "grouper.integrations.torch",
-        "grouper.integrations.optuna",
-    },  # fmt: skip
+FLOORS = {
+    "common": 0,
+    "grouper.v1": 0,
+    "pda": 1,
+    "workloads": 2,
+    "agent": 3,
+    "coordinator": 3,
+    "simulator": 3,
+    "trafficgen": 3,
+    "topologies": 3,
+    "experiments": 4,
+    "grouper.cli": 5,
+    "grouper.client_main": 6,  # the client's script: runs the full command line if there
 }
+TRAINING = {"grouper.client", "grouper.launcher", "grouper.integrations"}
+USES_TRAINING = {"experiments", "grouper.cli", "grouper.client_main"}
+PACKAGES = ("common", "pda", "workloads", "agent", "coordinator", "simulator", "trafficgen",
+            "topologies", "experiments", "grouper")  # fmt: skip
 
 
-def imports_of(package: str) -> dict[str, set[str]]:
-    """Module of ours (``grouper.x.y`` kept whole, others by package) -> files using it."""
-    out: dict[str, set[str]] = {}
-    for path in (ROOT / package).rglob("*.py"):
-        if "_pb2" in path.name:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            else:
+def room_of_module(name: str) -> str | None:
+    """``agent.kernel.nft`` -> ``agent``; ``grouper.cli.main`` -> ``grouper.cli``."""
+    parts = name.split(".")
+    if parts[0] not in PACKAGES:
+        return None
+    if parts[0] == "grouper":
+        return "grouper" if len(parts) == 1 else f"grouper.{parts[1]}"
+    return parts[0]
+
+
+def room_of_file(path: Path) -> str:
+    rel = path.relative_to(ROOT).parts
+    if rel[0] == "grouper" and len(rel) > 1:
+        return f"grouper.{Path(rel[1]).stem}"
+    return rel[0]
+
+
+def arrows() -> dict[tuple[str, str], set[str]]:
+    """(room, room it imports) -> the files that do."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "_pb2" in path.name or path.name == "__init__.py" and package == "grouper":
                 continue
-            for name in names:
-                top = name.split(".")[0]
-                if top in OURS and top != package:
-                    key = ".".join(name.split(".")[:3]) if top == "grouper" else top
-                    key = "grouper.v1" if key.startswith("grouper.v1") else key
-                    out.setdefault(key, set()).add(str(path.relative_to(ROOT)))
+            src = room_of_file(path)
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                    if node.module == "grouper":  # from grouper import client
+                        names = [f"grouper.{a.name}" for a in node.names]
+                else:
+                    continue
+                for name in names:
+                    dst = room_of_module(name)
+                    if dst is not None and dst != src:
+                        out.setdefault((src, dst), set()).add(str(path.relative_to(ROOT)))
     return out
 
 
+def allowed(src: str, dst: str) -> bool:
+    if dst in TRAINING:
+        return src in TRAINING or src in USES_TRAINING
+    if src in TRAINING:
+        return FLOORS.get(dst) == 0
+    return FLOORS[dst] < FLOORS[src]
+
+
+def test_every_room_has_a_place_on_the_map():
+    rooms = {src for src, _ in arrows()} | {dst for _, dst in arrows()}
+    assert rooms <= set(FLOORS) | TRAINING
+
+
 def test_every_import_points_down():
-    wrong = {
-        f"{package} -> {dep}": sorted(files)
-        for package, allowed in ALLOWED.items()
-        for dep, files in imports_of(package).items()
-        if dep not in allowed
-    }
+    wrong = {f"{s} -> {d}": sorted(f) for (s, d), f in arrows().items() if not allowed(s, d)}
     assert wrong == {}
 
 
 def test_the_checker_sees_imports():
-    assert "common" in imports_of("pda")
-    assert "grouper.v1" in imports_of("agent")
+    seen = arrows()
+    assert ("pda", "common") in seen and ("agent", "grouper.v1") in seen
+    assert ("grouper.integrations", "grouper.client") in seen
+    assert not allowed("agent", "coordinator") and not allowed("common", "pda")
+    assert not allowed("agent", "grouper.client") and not allowed("grouper.client", "pda")

@@ -128,7 +128,7 @@ def test_goodput_scales_every_transfer_and_bad_values_name_the_field():
 def test_calibrated_goodput_is_one_over_b_at_the_host_link_rate():
     """Wang et al.'s 10 GbE constants (b = 8.53e-10 s/B) move 1.17 GB/s: 0.94 of
     1.25 GB/s; a b slower than the link's rate never gives more than the link."""
-    from pda.admission import ContentionModel
+    from common.contention import ContentionModel
     from simulator.run import goodput_of
     from workloads.topology import bigswitch
 

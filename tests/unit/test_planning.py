@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common.queues import QueueConfig
 from coordinator.merge import inbound_of
 from coordinator.planner import plan_hosts
 from coordinator.snapshot import Model
 from pda.planning import Planner
-from pda.queues import QueueConfig
 from pda.snapshot import build_snapshot
 from simulator.run import engine_for, topology_of
 from workloads.generators import testbed as make_testbed

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from scipy import sparse
 
+from common.contention import ContentionModel
 from common.errors import ConfigError
-from pda.admission import ContentionModel, adadual_admit
+from common.queues import QueueConfig, default_dscp_table, tos_byte
+from pda.admission import adadual_admit
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import flow_priorities, host_plans, schedule
 from pda.priorities import map_priorities, port_bands
-from pda.queues import QueueConfig, default_dscp_table, tos_byte
 from pda.snapshot import build_snapshot
 
 

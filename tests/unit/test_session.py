@@ -7,8 +7,8 @@ import asyncio
 import grpc
 
 from agent.service import AgentServicer
+from common.cluster_config import parse_cluster_config
 from coordinator.links import AgentLink
-from grouper.cluster_config import parse_cluster_config
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.unit.helpers import FakeCore

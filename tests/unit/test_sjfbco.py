@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from common.errors import ConfigError
-from grouper.cli import main
+from grouper.cli.main import main
 from simulator.jobs.rar_engine import execute, run_rar
 from simulator.jobs.sjfbco import Plan, Planner, parse_rar_policy
 from workloads.rarmix import RarJob, RarMix, parse_rarmix, yu_rar

@@ -79,8 +79,8 @@ def test_a_job_waiting_at_the_stage_barrier_does_not_activate_the_next_stage():
     """Job a finished its 2 iterations of stage 1, job b has one left: a waits at the
     barrier, so both are in stage 1 and stage 2 takes no band on h1 yet (it used to
     take band 2 as soon as a reached the barrier)."""
+    from common.queues import QueueConfig
     from pda.policies import flow_priorities, schedule
-    from pda.queues import QueueConfig
 
     cj = Cojob(
         "c",

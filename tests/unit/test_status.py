@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from grouper.cli import main
-from grouper.cluster_config import parse_cluster_config
-from grouper.status import local_address
-from grouper.status_view import render, snapshot
+from common.cluster_config import parse_cluster_config
+from grouper.cli.main import main
+from grouper.cli.status import local_address
+from grouper.cli.status_view import render, snapshot
 
 CFG = parse_cluster_config(
     {

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grouper.cli import main
-from grouper.cluster_config import parse_cluster_config
-from grouper.switch_config import cumulus, eos, sonic_tables
+from common.cluster_config import parse_cluster_config
+from grouper.cli.main import main
+from grouper.cli.switch_config import cumulus, eos, sonic_tables
 from pda.switch_queues import switch_queue_map
 from topologies.leafspine import switch_queue_commands
 

@@ -8,8 +8,8 @@ import grpc
 import pytest
 
 from agent.service import AgentServicer
+from common.cluster_config import parse_cluster_config
 from coordinator.loop import Coordinator
-from grouper.cluster_config import parse_cluster_config
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.pki import make_pki
 from tests.unit.helpers import FakeCore

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from common.errors import ConfigError
-from grouper.cli import main
+from grouper.cli.main import main
 from simulator.jobs.engine import Simulation
 from simulator.jobs.jobstate import COMM
 from simulator.jobs.placement import parse_placement

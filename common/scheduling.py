@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from common import validate as v
+from common.contention import ContentionModel
 from common.errors import ConfigError
-from pda.admission import ContentionModel
-from pda.queues import QueueConfig
+from common.queues import QueueConfig
 
 # the scheduling policies (pda/policies.py), named here so that the cluster config can
 # check a name without loading the planner

@@ -6,10 +6,10 @@ import time
 
 from common.errors import ConfigError
 from common.output import table, write_json
+from common.queues import QueueConfig
+from common.scheduling import POLICIES
 from pda.lowerbound import lp_lower_bound
 from pda.policies import host_plans, schedule
-from pda.queues import QueueConfig
-from pda.settings import POLICIES
 from pda.snapshot import Snapshot, build_snapshot
 from workloads import Workload, load_workload
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.contention import ContentionModel
 from common.errors import ConfigError
-from pda.admission import ContentionModel
 
 
 def default_dscp_table(

@@ -13,13 +13,13 @@ import tempfile
 from pathlib import Path
 
 from common import validate as v
+from common.contention import ContentionModel
 from common.errors import ConfigError
 from common.output import table, write_json
+from common.queues import QueueConfig
 from experiments.calibrate import measure, rounds, task_pairs
 from experiments.spec import load_experiment, spec_of
-from pda.admission import ContentionModel
 from pda.calibration import LEVEL, Fit, Sample, fit_contention
-from pda.queues import QueueConfig
 
 
 def _pair(names: list[str], text: str | None, default: tuple[str, str]) -> tuple[str, str]:
@@ -48,8 +48,8 @@ def _on_fabric(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
 
 
 def _on_hosts(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
+    from common.cluster_config import load_cluster_config
     from coordinator import probes
-    from grouper.cluster_config import load_cluster_config
 
     if args.experiment is not None:
         raise ConfigError("--experiment", "not with --config: the config's hosts are measured")

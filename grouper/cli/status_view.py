@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from common.output import table
 
 if TYPE_CHECKING:
-    from grouper.cluster_config import ClusterConfig
+    from common.cluster_config import ClusterConfig
 
 ORDER_SHOWN = 12  # stages of the global order on the screen
 FLOWS_SHOWN = 16  # host flows on the screen (all of them in --json)

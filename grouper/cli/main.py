@@ -8,22 +8,22 @@ import sys
 from common import limits as L
 from common.errors import ConfigError
 from common.output import stdout_reserved_for_json
-from grouper import argtypes as T
-from grouper.cli_agent import add_arguments as add_agent_arguments
-from grouper.cli_bench import add_bench
-from grouper.flags import check_flags
-from grouper.status import add_status
-from grouper.switch_config import add_switch_config
+from grouper.cli import argtypes as T
+from grouper.cli.agent import add_arguments as add_agent_arguments
+from grouper.cli.bench import add_bench
+from grouper.cli.flags import check_flags
+from grouper.cli.status import add_status
+from grouper.cli.switch_config import add_switch_config
 
 
 def _cmd_order(args: argparse.Namespace) -> int:
-    from grouper.commands import order
+    from grouper.cli.schedule import order
 
     return order(args.workload, args.policy, args.online, args.json)
 
 
 def _cmd_lower_bound(args: argparse.Namespace) -> int:
-    from grouper.commands import lower_bound
+    from grouper.cli.schedule import lower_bound
 
     return lower_bound(args.workload, args.json, args.seconds)
 
@@ -35,7 +35,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    from grouper.cluster_config import load_cluster_config
+    from common.cluster_config import load_cluster_config
 
     cfg = load_cluster_config(args.file)
     warning = cfg.queues.unmarked_warning()
@@ -58,7 +58,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.dask and args.action != "sweep":
         raise ConfigError("--dask", "only with simulate sweep")
     if args.config:
-        from grouper.cluster_config import load_cluster_config
+        from common.cluster_config import load_cluster_config
 
         args.cluster_queues = load_cluster_config(args.config).queues
     if args.mode == "jobs":
@@ -89,7 +89,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from grouper.calibrate import calibrate
+    from grouper.cli.calibrate import calibrate
 
     return calibrate(args)
 

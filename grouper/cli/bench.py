@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from grouper import argtypes as T
+from grouper.cli import argtypes as T
 from simulator.bench import add_bench_simulator
 
 
 def _cmd_bench_pda(args: argparse.Namespace) -> int:
-    from grouper.bench import bench_pda
+    from grouper.cli.bench_pda import bench_pda
 
     return bench_pda(args.hosts, args.stages, args.seed, args.runs, args.json)
 
 
 def _cmd_bench_ratio(args: argparse.Namespace) -> int:
-    from grouper.bench import bench_ratio
+    from grouper.cli.bench_pda import bench_ratio
 
     return bench_ratio(args.instances, args.max_cojobs, args.max_stages, args.seed, args.json)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from grouper import argtypes as T
+from grouper.cli import argtypes as T
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

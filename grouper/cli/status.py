@@ -7,7 +7,7 @@ config's ``tls:`` identity, which agents take reports from); the coordinator's o
 endpoint (``metrics.coordinator``; ``--coordinator`` to reach it from elsewhere). Two
 reports ``--interval`` apart give per-band throughput and drop rates. Refreshes until
 Ctrl-C on a terminal; ``--once`` or ``--json PATH`` (``-`` = stdout) take one snapshot.
-Rendering: ``grouper.status_view``.
+Rendering: ``grouper.cli.status_view``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
-from grouper import argtypes as T
+from grouper.cli import argtypes as T
 
 if TYPE_CHECKING:
-    from grouper.cluster_config import ClusterConfig, HostConfig
+    from common.cluster_config import ClusterConfig, HostConfig
 
 METRIC = "grouper_coordinator_"
 MAX_METRICS_BYTES = 8 << 20
@@ -59,9 +59,9 @@ def add_status(add: T.Add) -> None:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
+    from common.cluster_config import load_cluster_config
     from common.output import write_json
-    from grouper.cluster_config import load_cluster_config
-    from grouper.status_view import render, snapshot
+    from grouper.cli.status_view import render, snapshot
 
     cfg = load_cluster_config(args.config)
     coord = args.coordinator or local_address(cfg.coordinator_metrics)

@@ -16,9 +16,9 @@ from typing import Any
 from common import limits as L
 from common import validate as v
 from common.errors import ConfigError, short
+from common.queues import QueueConfig
+from common.scheduling import POLICIES, parse_admission, parse_queues
 from common.yamlfile import load_yaml_file
-from pda.queues import QueueConfig
-from pda.settings import POLICIES, parse_admission, parse_queues
 
 BACKENDS = ("auto", "prio", "htb")
 MULTIQUEUE = ("per-queue", "single")

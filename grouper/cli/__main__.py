@@ -1,0 +1,7 @@
+"""``python -m grouper.cli``: the ``grouper`` command."""
+
+import sys
+
+from grouper.cli.main import main
+
+sys.exit(main())
