@@ -1,6 +1,6 @@
 """``grouper bench simulator --trace PATH``: every policy on a coflow-benchmark trace.
 
-Each (fraction of the trace, policy) runs in a fresh process (``spawn``), which loads
+Each (fraction of the trace, policy) runs in a fresh interpreter, which loads
 the trace itself and reports its own peak resident memory, so a run's seconds and
 megabytes include loading and nothing of the runs before it.
 """
@@ -8,9 +8,10 @@ megabytes include loading and nothing of the runs before it.
 from __future__ import annotations
 
 import argparse
+import json
 import math
-import multiprocessing
 import resource
+import subprocess
 import sys
 import time
 
@@ -76,7 +77,18 @@ def _peak_mb() -> float:
 
 
 def _in_child(args: tuple) -> dict:
-    return run_one(*args)
+    """``run_one`` in a fresh interpreter (not multiprocessing's spawn, which re-runs the
+    caller's ``__main__``): arguments in on stdin, the result out on stdout, as JSON."""
+    code = "import json,sys; from simulator.bench import run_one; " + (
+        "print(json.dumps(run_one(*json.load(sys.stdin))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input=json.dumps(args), capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise ConfigError("--trace", f"a run failed: {tail[0]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def bench_simulator(
@@ -94,26 +106,18 @@ def bench_simulator(
     from workloads import load_workload
 
     load_workload(f"coflow:{path}", link_gbps=link_gbps)  # a bad trace fails here, once
-    ctx = multiprocessing.get_context("spawn")
     growth = []
-    with ctx.Pool(1, maxtasksperchild=1) as pool:
-        for fraction in fractions:
-            runs = {}
-            for p in policies:
-                runs[p] = pool.apply(_in_child, ((path, p, fraction, link_gbps, offline, timeout),))
-                print(f"bench: {fraction:g} {p} {runs[p]['seconds']:.2f} s", file=sys.stderr)
-            fs = runs.get("fs", {}).get("avg_cct")
-            for r in runs.values():
-                if "avg_cct" not in r:
-                    continue
-                r["avg_cct_vs_fs"] = r["avg_cct"] / fs if fs else math.nan
-                p95 = runs.get("fs", {}).get("p95_cct")
-                r["p95_cct_vs_fs"] = r["p95_cct"] / p95 if p95 else math.nan
-            first = next(iter(runs.values()))
-            growth.append(
-                {"fraction": fraction, "coflows": first["coflows"], "flows": first["flows"],
-                 "policies": runs}
-            )  # fmt: skip
+    for fraction in fractions:
+        runs = {}
+        for p in policies:
+            runs[p] = _in_child((path, p, fraction, link_gbps, offline, timeout))
+            print(f"bench: {fraction:g} {p} {runs[p]['seconds']:.2f} s", file=sys.stderr)
+        _vs_fs(runs)
+        first = next(iter(runs.values()))
+        growth.append(
+            {"fraction": fraction, "coflows": first["coflows"], "flows": first["flows"],
+             "policies": runs}
+        )  # fmt: skip
     out = {"trace": path, "link_gbps": link_gbps, "offline": offline,
            "policies": growth[-1]["policies"], "growth": growth}  # fmt: skip
     write_json(out, json_path)
@@ -149,6 +153,15 @@ def plot_growth(growth: list[dict], path: str) -> str:
     return path
 
 
+def _vs_fs(runs: dict[str, dict]) -> None:
+    """Every finished run's average and 95th-percentile CCT over fair sharing's."""
+    fs = runs.get("fs", {})
+    for r in runs.values():
+        if "avg_cct" in r:
+            r["avg_cct_vs_fs"] = r["avg_cct"] / fs["avg_cct"] if "avg_cct" in fs else math.nan
+            r["p95_cct_vs_fs"] = r["p95_cct"] / fs["p95_cct"] if "p95_cct" in fs else math.nan
+
+
 def _print(growth: list[dict]) -> None:
     rows = [
         [f"{g['fraction']:g}", str(g["flows"]), p, f"{r['seconds']:.2f}", f"{r['peak_mb']:.0f}",
@@ -162,7 +175,7 @@ def _print(growth: list[dict]) -> None:
 
 
 def add_bench_simulator(add: object) -> None:
-    """``grouper bench simulator`` on the CLI's ``bench`` adder (``grouper.argtypes``)."""
+    """``grouper bench simulator`` on the CLI's ``bench`` adder (``grouper.cli.argtypes``)."""
     b = add("simulator", _cmd, "every policy on a coflow-benchmark trace: seconds, peak MB, events")
     b.add_argument("--trace", required=True, help="a coflow-benchmark file (FB2010-1Hr-150-0.txt)")
     b.add_argument("--policies", default=",".join(POLICIES))
