@@ -19,6 +19,8 @@ from pathlib import Path
 import grpc
 import yaml
 
+from tests.configs import write_cluster
+
 _counter = itertools.count()
 ROOT = Path(__file__).resolve().parent.parent
 GROUPER = [sys.executable, "-m", "grouper.cli"]
@@ -208,24 +210,13 @@ def cluster_yaml(
     agent_port: int = 7070,
     backend: str = "auto",
 ) -> Path:
-    data = {
-        "cluster": "test",
-        "hosts": [
-            {
-                "name": n,
-                "address": a,
-                "nic": nic,
-                "link_mbps": mbps,
-                "agent": f"unix:{path.parent}/{n}-agent.sock",
-            }
-            for n, a, nic, mbps in hosts
-        ],
-        "queues": {"count": queues},
-        "failure": {"plan_ttl": plan_ttl, "agent_timeout": 2.0},
-        "agent": {"port": agent_port, "metrics_port": 0, "backend": backend},
-    }
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return write_cluster(
+        path,
+        hosts,
+        queues={"count": queues},
+        failure={"plan_ttl": plan_ttl, "agent_timeout": 2.0},
+        agent={"port": agent_port, "metrics_port": 0, "backend": backend},
+    )
 
 
 class AgentProc:

@@ -14,10 +14,10 @@ import subprocess
 import time
 
 import optuna
-import yaml
 
 from experiments.ddp_runner import DdpRunner, Rank
 from grouper.integrations.optuna import SyncHalving
+from tests.configs import write_cluster
 from tests.kernel.test_agent import collect
 from tests.netns import GROUPER, ROOT, AgentProc, nft_json
 from tests.ports import free_port
@@ -36,28 +36,15 @@ def conn_band_elements(ns: str) -> list:
 
 def test_ddp_trials_are_classified_and_pruned_trials_end_killed(pair, tmp_path):
     hosts = {"a": (pair.a, pair.addr_a, pair.nic_a), "b": (pair.b, pair.addr_b, pair.nic_b)}
-    cfg = tmp_path / "cluster.yaml"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "cluster": "fw",
-                "hosts": [
-                    {
-                        "name": h,
-                        "address": a,
-                        "nic": nic,
-                        "link_mbps": 200,
-                        "agent": f"unix:{tmp_path}/{h}-agent.sock",
-                    }
-                    for h, (_, a, nic) in hosts.items()
-                ],  # fmt: skip
-                "scheduling": {"period": 0.5, "min_gap": 0.05},
-                "failure": {"plan_ttl": 5.0, "agent_timeout": 2.0},
-                "agent": {"metrics_port": 0, "discovery_interval": 0.05},
-                "coordinator": {"listen": f"127.0.0.1:{free_port()}"},
-                "metrics": {"coordinator": "127.0.0.1:0"},
-            }
-        )
+    cfg = write_cluster(
+        tmp_path / "cluster.yaml",
+        [(h, a, nic, 200) for h, (_, a, nic) in hosts.items()],
+        cluster="fw",
+        scheduling={"period": 0.5, "min_gap": 0.05},
+        failure={"plan_ttl": 5.0, "agent_timeout": 2.0},
+        agent={"metrics_port": 0, "discovery_interval": 0.05},
+        coordinator={"listen": f"127.0.0.1:{free_port()}"},
+        metrics={"coordinator": "127.0.0.1:0"},
     )
     agents = {h: AgentProc(pair, ns, h, cfg, tmp_path).start() for h, (ns, _, _) in hosts.items()}
     coord_log = tmp_path / "coordinator.log"

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.configs import write_cluster
+
 GRACE, RF, MAX_T = 2, 2, 8
 STAGES = [2, 2, 4]  # ASHA's rungs at 2 and 4 iterations, max_t 8
 QUALITY = [1, 2, 3, 4]  # loss = q / iteration: lower q is better
@@ -159,35 +161,21 @@ def test_asha_trials_are_jobs_and_stopped_trials_end_at_their_rung(pair, tmp_pat
     """``by``: how the agent knows a trial's processes. ``ip netns exec`` hides cgroup2
     from the agent (pids); entered with ``nsenter --net`` it sees the host's cgroup2
     and makes each trial a cgroup of its own."""
-    import yaml
 
     from tests.kernel.agent_calls import collect
     from tests.netns import GROUPER, ROOT, AgentProc
     from tests.ports import free_port
 
     hosts = {"a": (pair.a, pair.addr_a, pair.nic_a), "b": (pair.b, pair.addr_b, pair.nic_b)}
-    cfg = tmp_path / "cluster.yaml"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "cluster": "ray",
-                "hosts": [
-                    {
-                        "name": h,
-                        "address": a,
-                        "nic": nic,
-                        "link_mbps": 200,
-                        "agent": f"unix:{tmp_path}/{h}-agent.sock",
-                    }
-                    for h, (_, a, nic) in hosts.items()
-                ],  # fmt: skip
-                "scheduling": {"period": 0.5, "min_gap": 0.05},
-                "failure": {"plan_ttl": 5.0, "agent_timeout": 2.0},
-                "agent": {"metrics_port": 0, "discovery_interval": 0.05},
-                "coordinator": {"listen": f"127.0.0.1:{free_port()}"},
-                "metrics": {"coordinator": "127.0.0.1:0"},
-            }
-        )
+    cfg = write_cluster(
+        tmp_path / "cluster.yaml",
+        [(h, a, nic, 200) for h, (_, a, nic) in hosts.items()],
+        cluster="ray",
+        scheduling={"period": 0.5, "min_gap": 0.05},
+        failure={"plan_ttl": 5.0, "agent_timeout": 2.0},
+        agent={"metrics_port": 0, "discovery_interval": 0.05},
+        coordinator={"listen": f"127.0.0.1:{free_port()}"},
+        metrics={"coordinator": "127.0.0.1:0"},
     )
     agents = {h: AgentProc(pair, ns, h, cfg, tmp_path) for h, (ns, _, _) in hosts.items()}
     agents["a"].nsenter = by == "cgroup"

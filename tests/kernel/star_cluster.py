@@ -19,6 +19,7 @@ from grouper.v1 import agent_pb2_grpc as pbg
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import host_plans, schedule
 from pda.snapshot import build_snapshot
+from tests.configs import write_cluster
 from tests.netns import GROUPER, ROOT, AgentProc, NetStar
 from tests.ports import free_port
 
@@ -41,26 +42,16 @@ JOBS = {
 
 def config(star: NetStar, tmp_path) -> tuple:
     names = ["h1", "h2", "h3"]
-    data = {
-        "cluster": "kt",
-        "hosts": [
-            {
-                "name": n,
-                "address": a,
-                "nic": star.nic,
-                "link_mbps": 100,
-                "agent": f"unix:{tmp_path}/{n}-agent.sock",
-            }
-            for n, a in zip(names, star.addrs, strict=True)
-        ],
-        "scheduling": {"period": PERIOD, "min_gap": 0.05},
-        "failure": {"plan_ttl": TTL, "agent_timeout": TIMEOUT},
-        "agent": {"metrics_port": 0},
-        "coordinator": {"listen": f"127.0.0.1:{free_port()}"},
-        "metrics": {"coordinator": f"127.0.0.1:{free_port()}"},
-    }
-    path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path = write_cluster(
+        tmp_path / "cluster.yaml",
+        [(n, a, star.nic, 100) for n, a in zip(names, star.addrs, strict=True)],
+        cluster="kt",
+        scheduling={"period": PERIOD, "min_gap": 0.05},
+        failure={"plan_ttl": TTL, "agent_timeout": TIMEOUT},
+        agent={"metrics_port": 0},
+        coordinator={"listen": f"127.0.0.1:{free_port()}"},
+        metrics={"coordinator": f"127.0.0.1:{free_port()}"},
+    )
     return path, dict(zip(names, star.addrs, strict=True))
 
 

@@ -22,8 +22,10 @@ import yaml
 
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
+from tests.configs import write_cluster
 from tests.kernel.star_cluster import JOBS, PERIOD, agents_on, register_all
 from tests.netns import GROUPER, ROOT
+from tests.ports import free_port
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "grouper-dashboard.json"
 AGENT_METRICS, COORD_METRICS, PROM = 19101, 19100, 19090
@@ -36,26 +38,15 @@ VARIABLES = {"$__rate_interval": "5s", '"$host"': '".*"'}
 
 def cluster(star, tmp_path):  # noqa: ANN001, ANN201
     names = ["h1", "h2", "h3"]
-    data = {
-        "cluster": "prom",
-        "hosts": [
-            {
-                "name": n,
-                "address": a,
-                "nic": star.nic,
-                "link_mbps": 100,
-                "agent": f"unix:{tmp_path}/{n}-agent.sock",
-            }
-            for n, a in zip(names, star.addrs, strict=True)
-        ],  # fmt: skip
-        "scheduling": {"period": PERIOD, "min_gap": 0.05},
-        "agent": {"metrics_port": AGENT_METRICS},
-        "coordinator": {"listen": "127.0.0.1:17000"},
-        "metrics": {"coordinator": f"127.0.0.1:{COORD_METRICS}"},
-    }
-    path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return write_cluster(
+        tmp_path / "cluster.yaml",
+        [(n, a, star.nic, 100) for n, a in zip(names, star.addrs, strict=True)],
+        cluster="prom",
+        scheduling={"period": PERIOD, "min_gap": 0.05},
+        agent={"metrics_port": AGENT_METRICS},
+        coordinator={"listen": f"127.0.0.1:{free_port()}"},
+        metrics={"coordinator": f"127.0.0.1:{COORD_METRICS}"},
+    )
 
 
 def prometheus_config(star, tmp_path):  # noqa: ANN001, ANN201

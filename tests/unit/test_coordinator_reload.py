@@ -10,27 +10,21 @@ from pathlib import Path
 
 import yaml
 
+from tests.configs import cluster_doc
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cfg(hosts: int) -> dict:
-    return {
-        "cluster": "r",
-        "hosts": [
-            {
-                "name": f"h{i}",
-                "address": f"10.0.0.{i + 1}",
-                "nic": "eth0",
-                "agent": f"unix:/nonexistent/h{i}.sock",
-            }
-            for i in range(hosts)
-        ],
-        "scheduling": {"period": 0.2},
-        "coordinator": {"listen": f"127.0.0.1:{free_port()}"},  # not a fixed port
-        "metrics": {"coordinator": "127.0.0.1:0"},
-    }
+    return cluster_doc(
+        [(f"h{i}", f"10.0.0.{i + 1}", "eth0") for i in range(hosts)],
+        cluster="r",
+        sockets=Path("/nonexistent"),
+        scheduling={"period": 0.2},
+        coordinator={"listen": f"127.0.0.1:{free_port()}"},  # not a fixed port
+        metrics={"coordinator": "127.0.0.1:0"},
+    )
 
 
 def wait_log(path: Path, text: str, timeout: float = 10.0) -> None:

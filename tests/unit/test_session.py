@@ -11,6 +11,7 @@ from common.cluster_config import parse_cluster_config
 from coordinator.links import AgentLink
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
+from tests.configs import cluster_doc
 from tests.unit.helpers import FakeCore
 
 
@@ -24,13 +25,11 @@ async def _server(port: int = 0) -> tuple[grpc.aio.Server, int]:
 
 def _link(port: int) -> AgentLink:
     cfg = parse_cluster_config(
-        {
-            "cluster": "s",
-            "hosts": [
-                {"name": "h1", "address": "10.0.0.1", "nic": "eth0", "agent": f"127.0.0.1:{port}"}
-            ],
-            "scheduling": {"period": 0.2},
-        }
+        cluster_doc(
+            [("h1", "10.0.0.1", "eth0", None, f"127.0.0.1:{port}")],
+            cluster="s",
+            scheduling={"period": 0.2},
+        )
     )
     return AgentLink.open(cfg.hosts[0], cfg)
 

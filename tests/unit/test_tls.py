@@ -11,6 +11,7 @@ from agent.service import AgentServicer
 from common.cluster_config import parse_cluster_config
 from coordinator.loop import Coordinator
 from grouper.v1 import agent_pb2_grpc as pbg
+from tests.configs import cluster_doc
 from tests.pki import make_pki
 from tests.unit.helpers import FakeCore
 
@@ -23,22 +24,15 @@ def pki(tmp_path_factory):
 async def scenario(pki, configured_name: str) -> bool:
     server, port = await agent_server(pki, AgentServicer(FakeCore(configured_name)))
     cfg = parse_cluster_config(
-        {
-            "cluster": "tls",
-            "hosts": [
-                {
-                    "name": configured_name,
-                    "address": "10.0.0.1",
-                    "nic": "eth0",
-                    "agent": f"127.0.0.1:{port}",
-                }
-            ],
-            "tls": {
+        cluster_doc(
+            [(configured_name, "10.0.0.1", "eth0", None, f"127.0.0.1:{port}")],
+            cluster="tls",
+            tls={
                 "ca": str(pki / "ca.pem"),
                 "cert": str(pki / "coordinator.pem"),
                 "key": str(pki / "coordinator.key"),
             },
-        }
+        )
     )
     coord = Coordinator(cfg, rpc_timeout=3.0)
     try:
