@@ -5,9 +5,9 @@ the coordinator itself uses (``coordinator.links.channel_for``: mutual TLS with 
 config's ``tls:`` identity, which agents take reports from); the coordinator's own view
 (agents up, the global order, plans pushed, cycles, errors) is read from its Prometheus
 endpoint (``metrics.coordinator``; ``--coordinator`` to reach it from elsewhere). Two
-reports ``--interval`` apart give per-band throughput and drop rates. Refreshes until
-Ctrl-C on a terminal; ``--once`` or ``--json PATH`` (``-`` = stdout) take one snapshot.
-Rendering: ``grouper.cli.status_view``.
+reports ``--interval`` apart give per-band throughput and drop rates. Refreshes in place
+until Ctrl-C on a terminal; ``--once`` or ``--json PATH`` (``-`` = stdout) take one
+snapshot. Rendering (rich): ``grouper.cli.status_view``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from grouper.cli import argtypes as T
@@ -61,7 +62,7 @@ def add_status(add: T.Add) -> None:
 def _cmd_status(args: argparse.Namespace) -> int:
     from common.cluster_config import load_cluster_config
     from common.output import write_json
-    from grouper.cli.status_view import render, snapshot
+    from grouper.cli.status_view import print_once, snapshot, watch
 
     cfg = load_cluster_config(args.config)
     coord = args.coordinator or local_address(cfg.coordinator_metrics)
@@ -72,17 +73,22 @@ def _cmd_status(args: argparse.Namespace) -> int:
         if args.json is not None:
             write_json(snap, args.json)
         else:
-            print(render(snap))
+            print_once(snap)
         return 0
-    try:
+
+    def snapshots() -> Iterator[dict[str, Any]]:
+        nonlocal prev
         while True:
             time.sleep(args.interval)
             cur = gather(cfg, coord, args.timeout)
-            sys.stdout.write("\x1b[H\x1b[2J" + render(snapshot(cfg, prev, cur)) + "\n")
-            sys.stdout.flush()
+            yield snapshot(cfg, prev, cur)
             prev = cur
+
+    try:
+        watch(snapshots())
     except KeyboardInterrupt:
-        return 0
+        pass
+    return 0
 
 
 def local_address(address: str) -> str:

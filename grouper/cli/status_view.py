@@ -1,16 +1,23 @@
 """What ``grouper status`` shows: a snapshot from two rounds of reports (``snapshot``,
-also the ``--json`` output) and its plain-text screen (``render``).
-
-Plain text on purpose: no terminal library is in the lock (rich or textual would need a
-lock change), and a table that fits a screen needs none.
+also the ``--json`` output) and its screen, drawn with rich (issue #34): ``view`` builds
+it (a ``rich.table.Table`` per section), ``print_once`` prints it (plain and unwrapped
+when not a terminal), ``watch`` redraws it in place (``rich.live.Live``), ``render``
+gives it as plain text.
 """
 
 from __future__ import annotations
 
+import io
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from common.output import table
+from rich import box
+from rich.console import Console, Group
+from rich.live import Live
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from common.cluster_config import ClusterConfig
@@ -140,6 +147,18 @@ def _num(x: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _table(title: str, headers: list[str], rows: list[list[Any]], caption: str = "") -> Table:
+    """One section; cells are text (never rich markup), numeric columns right-aligned."""
+    t = Table(title=title, caption=caption or None, box=box.SIMPLE_HEAD)
+    t.title_justify = t.caption_justify = "left"
+    for i, h in enumerate(headers):
+        numeric = bool(rows) and all(isinstance(r[i], int | float) for r in rows)
+        t.add_column(h, justify="right" if numeric else "left")
+    for r in rows:
+        t.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in r))
+    return t
+
+
 def _coordinator_lines(c: dict[str, Any], hosts: int) -> list[str]:
     where = c.get("address", "")
     if not c.get("up"):
@@ -163,7 +182,7 @@ def _host_rows(snap: dict[str, Any], bands: int) -> list[list[Any]]:
     rows = []
     for h in snap["hosts"]:
         if not h["up"]:
-            rows.append([h["host"], f"down: {h['error']}", "", "", "", *[""] * bands])
+            rows.append([h["host"], Text(f"down: {h['error']}", "red"), "", "", "", *[""] * bands])
             continue
         by_band = {b["band"]: b for b in h["bands"]}
         cells = []
@@ -173,7 +192,7 @@ def _host_rows(snap: dict[str, Any], bands: int) -> list[list[Any]]:
             if b and b["drops_per_s"]:
                 cell += f" ({b['drops_per_s']:.0f} drops/s)"
             cells.append(cell)
-        active = "yes" if h["priorities_active"] else "NO"
+        active = Text("yes") if h["priorities_active"] else Text("NO", "bold red")
         rows.append([h["host"], "up", h["plan_version"], active, h["backend"], *cells])
     return rows
 
@@ -190,35 +209,60 @@ def _job_rows(snap: dict[str, Any]) -> list[list[Any]]:
             rows.append(
                 [c["cojob"], j["job"], ",".join(j["hosts"]), "" if j["finished"] else stage]
                 + [rank.get(stage, "-"), f"{j['stages_finished']}/{len(j['stages'])}"]
-                + [j["iterations_done"], state]
+                + [j["iterations_done"], Text(state, "yellow" if state == "waiting" else "")]
             )
     return rows
 
 
-def render(snap: dict[str, Any]) -> str:
+def view(snap: dict[str, Any]) -> Group:
+    """The screen: the coordinator's lines, a table each of hosts, jobs, flows; admission."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(snap["time"]))
     bands = 1 + max((b["band"] for h in snap["hosts"] if h["up"] for b in h["bands"]), default=-1)
-    out = [
-        f"grouper status: cluster {snap['cluster']}, {stamp}, rates over {snap['interval']:.1f} s",
-        *_coordinator_lines(snap["coordinator"], len(snap["hosts"])),
-        "",
-        table(
-            _host_rows(snap, bands),
-            ["HOST", "AGENT", "PLAN", "PRIORITIES", "BACKEND"]
-            + [f"B{b} Mbit/s" for b in range(bands)],
-        ),
-    ]
-    jobs = _job_rows(snap)
-    out += ["", table(jobs, ["COJOB", "JOB", "HOSTS", "STAGE", "RANK", "STAGES", "ITER", ""])]
+    title = f"grouper status: cluster {snap['cluster']}, {stamp}, rates over "
     flows = [[h["host"], f["flow_id"], f["band"], f["dscp"], f["stage"]]
-             + ["yes" if f["admitted"] else "waiting"]
+             + ["yes" if f["admitted"] else Text("waiting", "yellow")]
              for h in snap["hosts"] if h["up"] for f in h["flows"]]  # fmt: skip
-    more = f" (+{len(flows) - FLOWS_SHOWN} more: --json)" if len(flows) > FLOWS_SHOWN else ""
-    out += ["", table(flows[:FLOWS_SHOWN], ["HOST", "FLOW", "BAND", "DSCP", "STAGE", "ADMITTED"])]
+    more = f"+{len(flows) - FLOWS_SHOWN} more: --json" if len(flows) > FLOWS_SHOWN else ""
+    hosts = ["HOST", "AGENT", "PLAN", "PRIORITIES", "BACKEND"]
+    parts: list[Text | Table] = [
+        Text(title + f"{snap['interval']:.1f} s", "bold"),
+        *map(Text, _coordinator_lines(snap["coordinator"], len(snap["hosts"]))),
+        _table("hosts", hosts + [f"B{b} Mbit/s" for b in range(bands)], _host_rows(snap, bands)),
+        _table("jobs", ["COJOB", "JOB", "HOSTS", "STAGE", "RANK", "STAGES", "ITER", ""],
+               _job_rows(snap)),
+        _table("flows", ["HOST", "FLOW", "BAND", "DSCP", "STAGE", "ADMITTED"],
+               flows[:FLOWS_SHOWN], more),
+    ]  # fmt: skip
     adm = snap["admission"]
     if adm["scavenger_band"] is not None:
-        out.append(
-            f"{more}\nadmission: {len(adm['admitted'])} stage(s) admitted, waiting (band "
-            f"{adm['scavenger_band']}): {', '.join(adm['waiting']) or 'none'}"
-        )
-    return "\n".join(out)
+        waiting = ", ".join(adm["waiting"]) or "none"
+        parts.append(Text(f"admission: {len(adm['admitted'])} stage(s) admitted, waiting "
+                          f"(band {adm['scavenger_band']}): {waiting}"))  # fmt: skip
+    return Group(*parts)
+
+
+def print_once(snap: dict[str, Any], console: Console | None = None) -> None:
+    """One screen to ``console`` (stdout); not a terminal: unwrapped, without ANSI codes."""
+    console = console or Console()
+    screen = view(snap)
+    if console.is_terminal:
+        return console.print(screen)
+    unbounded = console.options.update_width(1 << 16)
+    console.width = max(console.width, Measurement.get(console, unbounded, screen).maximum)
+    with console.capture() as text:
+        console.print(screen)
+    console.file.write("".join(line.rstrip() + "\n" for line in text.get().splitlines()))
+
+
+def render(snap: dict[str, Any]) -> str:
+    """The screen as plain text: what ``--once`` prints into a pipe or file."""
+    console = Console(file=io.StringIO(), color_system=None, force_terminal=False)
+    print_once(snap, console)
+    return console.file.getvalue()
+
+
+def watch(snaps: Iterable[dict[str, Any]], console: Console | None = None) -> None:
+    """Each snapshot drawn over the last until ``snaps`` ends (or Ctrl-C: the caller's)."""
+    with Live(console=console or Console(), auto_refresh=False) as live:
+        for snap in snaps:
+            live.update(view(snap), refresh=True)

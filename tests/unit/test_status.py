@@ -4,12 +4,16 @@ and a real coordinator.)"""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from rich.console import Console
 
 from common.cluster_config import parse_cluster_config
+from grouper.cli import status
 from grouper.cli.main import main
 from grouper.cli.status import local_address
-from grouper.cli.status_view import render, snapshot
+from grouper.cli.status_view import render, snapshot, watch
 
 CFG = parse_cluster_config(
     {
@@ -93,6 +97,60 @@ def test_screen_shows_each_part():
     rows = [ln.split() for ln in text.splitlines()]
     assert ["A", "j", "h1", "A/2", "1", "1/2", "5"] in rows
     assert ["B", "k", "h1", "B/1", "2", "0/1", "0", "waiting"] in rows
+
+
+def test_once_prints_names_bands_and_versions_as_plain_unwrapped_text(
+    monkeypatch, tmp_path, capsys
+):
+    """``--once`` into a pipe (pytest's capture is not a terminal): no ANSI codes, no row
+    wrapped however narrow COLUMNS is, no trailing blanks."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "cluster: c\nhosts:\n"
+        + "".join(f"  - {{name: h{i}, address: 10.0.0.{i}, nic: eth0}}\n" for i in (1, 2))
+    )
+    rounds = iter([raw(10.0, 1000, 1), raw(12.0, 251000, 5)])
+    monkeypatch.setattr(status, "gather", lambda *_: next(rounds))
+    monkeypatch.setenv("COLUMNS", "40")
+    assert main(["status", "--config", str(cfg), "--once", "--interval", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and all(ln == ln.rstrip() for ln in out.splitlines())
+    rows = [ln.split() for ln in out.splitlines()]
+    assert [
+        "HOST",
+        "AGENT",
+        "PLAN",
+        "PRIORITIES",
+        "BACKEND",
+        "B0",
+        "Mbit/s",
+        "B1",
+        "Mbit/s",
+    ] in rows
+    assert ["h1", "up", "7", "yes", "prio", "-", "1.0", "(2", "drops/s)"] in rows
+    assert ["h2", "down:", "UNAVAILABLE"] in rows
+    assert ["h1", "B/k/h2:5201", "7", "8", "B/1", "waiting"] in rows
+    assert "agents up 1/2" in out and "global order: A/2 > B/1" in out
+
+
+def test_cells_are_text_not_markup_and_extra_flows_are_counted():
+    flows = [{"flow_id": f"A/j/h2:{5000 + i}", "band": 1, "dscp": 48} for i in range(20)]
+    cur = raw(12.0, 2000, 1)
+    cur["hosts"]["h1"]["report"]["flows"] = flows
+    cur["hosts"]["h2"]["error"] = "[bold]refused[/bold]"
+    text = render(snapshot(CFG, raw(10.0, 1000, 1), cur))
+    assert "down: [bold]refused[/bold]" in text
+    assert "+4 more: --json" in text and "A/j/h2:5015" in text and "A/j/h2:5016" not in text
+
+
+def test_watch_redraws_each_snapshot_in_place():
+    snap = snapshot(CFG, raw(10.0, 1000, 1), raw(12.0, 251000, 5))
+    out = io.StringIO()
+    watch([snap, snap], Console(file=out, force_terminal=True, width=120))
+    text = out.getvalue()
+    # drawn, then erased and drawn again (Live repaints once more on exit)
+    assert text.count("grouper status: cluster c") >= 2 and "\x1b[1A\x1b[2K" in text
+    assert "h1" in text and "B1 Mbit/s" in text
 
 
 def test_coordinator_unreachable_is_said_not_fatal():
