@@ -246,6 +246,7 @@ class Engine:
                     self._specs(j),
                     done=j.done,
                     stages=j.runs if self.knows else None,
+                    weight=j.weight,
                 )
                 for j in (self.jobs[i] for i in c.jobs)
                 if j.phase != "dead"

@@ -4,4 +4,5 @@ import sys
 
 from grouper.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when multiprocessing's spawn imports it again
+    sys.exit(main())

@@ -274,3 +274,30 @@ def test_host_local_traffic_is_dropped_or_charged_to_the_hosts_ports(mode, sct):
     r = run_policies(wl, ["fs"], progress=False)["fs"]
     assert r.summary["avg_sct"] == pytest.approx(sct)
     assert r.result.bytes_delivered == pytest.approx(r.result.bytes_expected)
+
+
+def test_a_jobs_weight_reaches_the_simulated_plans():
+    """Two one-stage rings on one link, b's larger: by size grouper runs a first; with
+    weight 4 on b's job it runs b first (the planner the coordinator uses gets the
+    weight from the simulator too)."""
+    from workloads import parse_workload
+
+    def ends(weight: float) -> dict[str, float]:
+        wl = parse_workload(
+            {
+                "hosts": ["h1", "h2"],
+                "model": {"contention": "none"},
+                "cojobs": [
+                    {"id": "a", "stages": [2], "jobs": [
+                        {"id": "j", "arch": "ring", "model_bytes": 2, "workers": ["h1", "h2"]}]},
+                    {"id": "b", "stages": [2], "jobs": [
+                        {"id": "k", "arch": "ring", "model_bytes": 3, "workers": ["h1", "h2"],
+                         "weight": weight}]},
+                ],
+            }
+        )  # fmt: skip
+        r = run_policies(wl, ["grouper"], progress=False)["grouper"].result
+        return {s["cojob"]: s["end"] for s in r.stages}
+
+    assert ends(1.0) == {"a": pytest.approx(4.0), "b": pytest.approx(10.0)}
+    assert ends(4.0) == {"a": pytest.approx(10.0), "b": pytest.approx(6.0)}
