@@ -17,7 +17,7 @@ from agent.discovery.load import LoadEstimate
 from agent.discovery.procs import Proc, alive
 from agent.discovery.tracker import JobKey, Tracker
 from agent.metrics import AgentMetrics
-from agent.plan import Connections, Rule, RuleKey, compose, plan_entries
+from agent.plan import Connections, Rule, RuleKey, cgroup_keys, compose, plan_entries
 from agent.registry import Event, Registry
 from common.errors import ConfigError
 from common.flows import host_flow_id
@@ -321,10 +321,9 @@ class AgentCore:
         ref = self.cgroup_refs.get(job)
         if ref is None:
             return self.rules.get(key)
-        for fam, table in (("4", self.addresses), ("6", self.addresses6)):
-            rule = self.rules.get((f"cg{fam}_{ref.level}", ref.nft_path, table.get(dst, "")))
-            if rule is not None:
-                return rule
+        for key in cgroup_keys(ref, dst, self.addresses, self.addresses6):
+            if key in self.rules:
+                return self.rules[key]
         return None
 
     def _measure(self) -> None:

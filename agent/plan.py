@@ -161,6 +161,18 @@ def _inbound_entries(raw: Any, addresses: dict[str, str], queues: QueueConfig) -
     return out
 
 
+def cgroup_keys(
+    ref: Any, host: str, addresses: dict[str, str], addresses6: dict[str, str]
+) -> list[RuleKey]:
+    """The kernel keys of a cgroup job's traffic to ``host``: one per address family
+    the host has, ``("cg4_<level>", cgroup, address)`` and ``cg6_``."""
+    return [
+        (f"cg{fam}_{ref.level}", ref.nft_path, table[host])
+        for fam, table in (("4", addresses), ("6", addresses6))
+        if host in table
+    ]
+
+
 def compose(
     entries: dict[str, Rule],
     flows: dict[str, Flow],
@@ -193,9 +205,8 @@ def compose(
         hf = parse_host_flow(fid)
         ref = cgroups.get((hf[0], hf[1])) if hf is not None and cgroups else None
         if ref is not None:
-            for fam, table in (("4", addresses), ("6", addresses6 or {})):
-                if hf[2] in table:
-                    put((f"cg{fam}_{ref.level}", ref.nft_path, table[hf[2]]), rule)
+            for key in cgroup_keys(ref, hf[2], addresses, addresses6 or {}):
+                put(key, rule)
         elif hf is not None and connections:
             for key in connections.get(((hf[0], hf[1]), hf[2]), ()):
                 put(key, rule)

@@ -9,8 +9,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 
 from common.contention import ContentionModel
-from simulator.jobs.engine import simulate_jobs
 from simulator.jobs.placement import parse_placement
+from simulator.jobs.run import run_jobs
 from simulator.jobs.schedulers import parse_scheduler
 from workloads.jobmix import wang_64gpu
 
@@ -22,7 +22,7 @@ def point(task: tuple[float, str]) -> dict:
     mix = wang_64gpu(hold_gpus="--hold-gpus" in sys.argv)
     m = mix.contention
     mix = dataclasses.replace(mix, contention=ContentionModel(m.a, m.b / speedup, m.eta / speedup))
-    return simulate_jobs(mix, parse_placement("lwf:1"), parse_scheduler(scheduler)).summary
+    return run_jobs(mix, parse_placement("lwf:1"), parse_scheduler(scheduler)).summary
 
 
 def main() -> int:

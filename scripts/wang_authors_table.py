@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.authors_sim import run_authors  # noqa: E402
 from simulator.jobs.placement import parse_placement  # noqa: E402
-from simulator.jobs.reference_poll import run_jobs  # noqa: E402
 from simulator.jobs.rules import RULE_NAMES, parse_rules  # noqa: E402
+from simulator.jobs.run import run_jobs  # noqa: E402
 from simulator.jobs.schedulers import parse_scheduler  # noqa: E402
 from workloads.authors_jobs import load_job_dir, microsoft_jobs, write_job_dir  # noqa: E402
 

@@ -15,8 +15,8 @@ from simulator.jobs import plots
 from simulator.jobs.engine import JobsResult
 from simulator.jobs.placement import parse_placement
 from simulator.jobs.rar_engine import run_rar
-from simulator.jobs.reference_poll import run_jobs
 from simulator.jobs.rules import Rules, parse_rules
+from simulator.jobs.run import run_jobs
 from simulator.jobs.schedulers import parse_scheduler
 from simulator.jobs.sjfbco import parse_rar_policy
 from workloads.jobmix import JobMix, load_jobmix

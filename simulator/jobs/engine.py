@@ -364,16 +364,3 @@ class Simulation:
             "seconds": seconds,
         }
         return JobsResult(self.placement.name, self.scheduler.name, rows, summary, util)
-
-
-def simulate_jobs(
-    mix: JobMix,
-    placement: Placement,
-    scheduler: CommScheduler,
-    seed: int = 1,
-    rules: Rules | None = None,
-) -> JobsResult:
-    """One run (``rules.reference_poll``: :func:`simulator.jobs.reference_poll.run_jobs`)."""
-    if rules is not None and rules.reference_poll:
-        raise ValueError("the reference poll runs in simulator.jobs.reference_poll.run_jobs")
-    return Simulation(mix, placement, scheduler, seed, rules).run()

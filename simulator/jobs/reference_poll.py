@@ -27,10 +27,6 @@ import math
 
 from simulator.jobs.engine import BYTES_DONE, JobsResult, Simulation
 from simulator.jobs.jobstate import COMM, Job
-from simulator.jobs.placement import Placement
-from simulator.jobs.rules import Rules
-from simulator.jobs.schedulers import CommScheduler
-from workloads.jobmix import JobMix
 
 TICK = 5  # an event kind after the engine's five
 
@@ -94,16 +90,3 @@ class PolledSimulation(Simulation):
         out = super().result(seconds)
         out.summary["reference_polls"] = self.polls
         return out
-
-
-def run_jobs(
-    mix: JobMix,
-    placement: Placement,
-    scheduler: CommScheduler,
-    seed: int = 1,
-    rules: Rules | None = None,
-) -> JobsResult:
-    """One run under ``rules``, with the authors' poll when ``rules.reference_poll``."""
-    rules = rules or Rules()
-    engine = PolledSimulation if rules.reference_poll else Simulation
-    return engine(mix, placement, scheduler, seed, rules).run()

@@ -4,7 +4,9 @@ should hold)."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -13,14 +15,17 @@ import grpc
 import yaml
 
 from agent.kernel.layout import BandLayout
+from common.cluster_config import load_cluster_config
 from common.queues import QueueConfig
+from coordinator.loop import Coordinator
+from coordinator.metrics import CoordinatorMetrics
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from pda.model import Cojob, FlowSpec, Job
 from pda.policies import host_plans, schedule
 from pda.snapshot import build_snapshot
 from tests.configs import write_cluster
-from tests.netns import GROUPER, ROOT, AgentProc, NetStar
+from tests.netns import GROUPER, ROOT, AgentProc, NetStar, nft_map, root_qdisc
 from tests.ports import free_port
 
 PERIOD, TTL, TIMEOUT = 0.5, 3.0, 1.5
@@ -40,8 +45,11 @@ JOBS = {
 }
 
 
+HOSTS = ["h1", "h2", "h3"]
+
+
 def config(star: NetStar, tmp_path) -> tuple:
-    names = ["h1", "h2", "h3"]
+    names = HOSTS
     path = write_cluster(
         tmp_path / "cluster.yaml",
         [(n, a, star.nic, 100) for n, a in zip(names, star.addrs, strict=True)],
@@ -170,3 +178,48 @@ def stop_all(coord: subprocess.Popen, agents: dict[str, AgentProc]) -> None:
     for a in agents.values():
         if a.proc and a.proc.poll() is None:
             a.stop()
+
+
+def kernels_converged(star: NetStar, addrs: dict[str, str]):  # noqa: ANN201
+    """A check: does every host's kernel hold the maps of the plans for ``done``?"""
+    ns = dict(zip(HOSTS, star.hosts, strict=True))
+    layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
+
+    def converged(done: dict[str, int]) -> bool:
+        want = expected_maps(addrs, layout, done)
+        return all(
+            (nft_map(ns[h], "band_dport"), nft_map(ns[h], "dscp_dport")) == want[h] for h in HOSTS
+        )
+
+    return converged
+
+
+class InProcessCoordinator:
+    """The coordinator in a thread of this process, so a test can tamper with it
+    (``tamper``, called once it is built and before it runs)."""
+
+    def __init__(self, path: Path) -> None:
+        self.coord: Coordinator | None = None
+        self.stop: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread = threading.Thread(target=asyncio.run, args=(self._main(path),), daemon=True)
+
+    def tamper(self, coord: Coordinator) -> None:
+        """Subclasses change the coordinator's channels here."""
+
+    async def _main(self, path: Path) -> None:
+        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+        self.coord = coord = Coordinator(load_cluster_config(path), CoordinatorMetrics())
+        self.tamper(coord)
+        try:
+            await coord.run(self.stop)
+        finally:
+            await coord.close()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        if self.loop is not None and self.stop is not None:
+            self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(timeout=10)

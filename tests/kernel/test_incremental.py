@@ -4,20 +4,17 @@ every kernel converges to the plan pda/ computes for the jobs' true progress."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import threading
 
-from agent.kernel.layout import BandLayout
-from common.cluster_config import load_cluster_config
 from coordinator.loop import Coordinator
-from coordinator.metrics import CoordinatorMetrics
 from grouper.v1 import agent_pb2 as pb
 from tests.kernel.star_cluster import (
+    HOSTS,
     TTL,
+    InProcessCoordinator,
     agents_on,
     config,
-    expected_maps,
+    kernels_converged,
     register_all,
     report_progress,
     start_coordinator,
@@ -25,25 +22,18 @@ from tests.kernel.star_cluster import (
     version,
     wait_for,
 )
-from tests.netns import nft_map, root_qdisc
-
-HOSTS = ["h1", "h2", "h3"]
+from tests.netns import nft_map
 
 
-class LossyCoordinator:
+class LossyCoordinator(InProcessCoordinator):
     """A coordinator in this process whose updates pass a bad channel: of every four,
     one is dropped and one held back and delivered after the next (reordered)."""
 
     def __init__(self, path) -> None:  # noqa: ANN001
-        self.coord: Coordinator | None = None
         self.seen = {"delivered": 0, "dropped": 0, "reordered": 0, "gaps": 0}
-        self.stop: asyncio.Event | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.thread = threading.Thread(target=asyncio.run, args=(self._main(path),), daemon=True)
+        super().__init__(path)
 
-    async def _main(self, path) -> None:  # noqa: ANN001
-        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-        self.coord = coord = Coordinator(load_cluster_config(path), CoordinatorMetrics())
+    def tamper(self, coord: Coordinator) -> None:
         deliver = coord._on_update
         held: dict[str, pb.StateUpdate] = {}
         n = 0
@@ -68,31 +58,6 @@ class LossyCoordinator:
             return verdict
 
         coord._on_update = lossy
-        try:
-            await coord.run(self.stop)
-        finally:
-            await coord.close()
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def close(self) -> None:
-        if self.loop is not None and self.stop is not None:
-            self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(timeout=10)
-
-
-def _kernels(star, addrs):  # noqa: ANN001, ANN202
-    ns = dict(zip(HOSTS, star.hosts, strict=True))
-    layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
-
-    def converged(done: dict[str, int]) -> bool:
-        want = expected_maps(addrs, layout, done)
-        return all(
-            (nft_map(ns[h], "band_dport"), nft_map(ns[h], "dscp_dport")) == want[h] for h in HOSTS
-        )
-
-    return converged
 
 
 def test_lost_and_reordered_updates_cost_a_resync_and_nothing_else(star, tmp_path):
@@ -104,7 +69,7 @@ def test_lost_and_reordered_updates_cost_a_resync_and_nothing_else(star, tmp_pat
             a.start()
         register_all(agents)
         coord.start()
-        converged = _kernels(star, addrs)
+        converged = kernels_converged(star, addrs)
         wait_for(lambda: converged({}), 20, "the first plan in every kernel")
         # A's first stage ends: B goes first; A nearly done: A goes first again (each
         # step changes every host's plan). B's progress changes no plan, only state.
@@ -146,7 +111,7 @@ def test_agent_and_coordinator_restarts_lose_no_stage(star, tmp_path):
         for a in agents.values():
             a.start()
         register_all(agents)
-        converged = _kernels(star, addrs)
+        converged = kernels_converged(star, addrs)
         wait_for(lambda: converged({}), 20, "the first plan in every kernel")
         report_progress(agents, "A", 4)  # B's stages go first now
         wait_for(lambda: converged({"A": 4}), 10, "A's second stage planned")
@@ -191,7 +156,7 @@ def test_a_coordinator_paused_past_plan_ttl_restores_the_kernels_with_whole_plan
         for a in agents.values():
             a.start()
         register_all(agents)
-        converged = _kernels(star, addrs)
+        converged = kernels_converged(star, addrs)
         wait_for(lambda: converged({}), 20, "the first plan in every kernel")
         report_progress(agents, "A", 4)
         wait_for(lambda: converged({"A": 4}), 10, "A's second stage planned")

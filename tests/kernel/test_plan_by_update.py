@@ -6,45 +6,34 @@ sent again whole, and h1's kernel holds the newest plan within two periods."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 
-from agent.kernel.layout import BandLayout
-from common.cluster_config import load_cluster_config
 from coordinator.loop import Coordinator
-from coordinator.metrics import CoordinatorMetrics
 from tests.kernel.star_cluster import (
+    HOSTS,
     PERIOD,
+    InProcessCoordinator,
     agents_on,
     config,
-    expected_maps,
+    kernels_converged,
     register_all,
     report_progress,
     version,
     wait_for,
 )
-from tests.netns import nft_map, root_qdisc
-
-HOSTS = ["h1", "h2", "h3"]
 
 
-class InProcess:
-    """The coordinator in a thread of this process; it counts the results it gets and
-    drops the first delta meant for ``drop``."""
+class InProcess(InProcessCoordinator):
+    """The coordinator in this process; it counts the results it gets and drops the
+    first delta meant for ``drop``."""
 
     def __init__(self, path, drop: str) -> None:  # noqa: ANN001
-        self.coord: Coordinator | None = None
         self.results = 0
         self.dropped: list[int] = []
         self.drop = drop
-        self.stop: asyncio.Event | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.thread = threading.Thread(target=asyncio.run, args=(self._main(path),), daemon=True)
+        super().__init__(path)
 
-    async def _main(self, path) -> None:  # noqa: ANN001
-        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-        self.coord = coord = Coordinator(load_cluster_config(path), CoordinatorMetrics())
+    def tamper(self, coord: Coordinator) -> None:
         assert coord.pusher.quiet and not coord.pusher.waits
         for link in coord.links.values():
             on_result = link.on_result
@@ -64,32 +53,13 @@ class InProcess:
             await post(msg)
 
         victim.post = lossy
-        try:
-            await coord.run(self.stop)
-        finally:
-            await coord.close()
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def close(self) -> None:
-        if self.loop is not None and self.stop is not None:
-            self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(timeout=10)
 
 
 def test_plans_acknowledged_by_update_reach_the_kernels_and_a_lost_one_is_repaired(star, tmp_path):
     path, addrs = config(star, tmp_path)
     agents = agents_on(star, path, tmp_path)
     coord = InProcess(path, drop="h1")
-    ns = dict(zip(HOSTS, star.hosts, strict=True))
-    layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
-
-    def converged(done: dict[str, int]) -> bool:
-        want = expected_maps(addrs, layout, done)
-        return all(
-            (nft_map(ns[h], "band_dport"), nft_map(ns[h], "dscp_dport")) == want[h] for h in HOSTS
-        )
+    converged = kernels_converged(star, addrs)
 
     try:
         for a in agents.values():

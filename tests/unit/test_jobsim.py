@@ -14,8 +14,9 @@ from common.contention import ContentionModel
 from common.errors import ConfigError
 from grouper.cli.main import main
 from pda.admission import two_task_average
-from simulator.jobs.engine import Job, Simulation, simulate_jobs
+from simulator.jobs.engine import Job, Simulation
 from simulator.jobs.placement import parse_placement
+from simulator.jobs.run import run_jobs
 from simulator.jobs.schedulers import parse_scheduler
 from workloads.jobmix import parse_jobmix, wang_64gpu
 from workloads.placement import first_fit, least_loaded, lwf_kappa
@@ -39,7 +40,7 @@ def mix_doc(jobs: list[dict], servers: int = 2, per_server: int = 1) -> dict:
 
 
 def ends(doc: dict, scheduler: str, placement: str = "lwf:1") -> list[float]:
-    r = simulate_jobs(parse_jobmix(doc), parse_placement(placement), parse_scheduler(scheduler))
+    r = run_jobs(parse_jobmix(doc), parse_placement(placement), parse_scheduler(scheduler))
     return [row["end"] for row in r.jobs]
 
 
@@ -138,7 +139,7 @@ def test_an_all_reduce_moves_at_the_rate_of_its_busiest_server():
 def test_jobs_wait_for_gpu_memory():
     doc = mix_doc([{"gpus": 1, "iterations": 1, "model": "big"}] * 3, servers=1)
     doc["cluster"]["gpu_memory_mb"] = 2000  # two jobs fit on the GPU
-    r = simulate_jobs(parse_jobmix(doc), parse_placement("ff"), parse_scheduler("srsf:1"))
+    r = run_jobs(parse_jobmix(doc), parse_placement("ff"), parse_scheduler("srsf:1"))
     assert [row["placed"] for row in r.jobs] == pytest.approx([0, 0, 0.2])
     assert [row["end"] for row in r.jobs] == pytest.approx([0.2, 0.4, 0.6])
 
@@ -257,5 +258,5 @@ def test_held_gpus_stay_idle_through_the_all_reduce():
 def test_held_gpus_do_not_deadlock_on_crossed_placements():
     jobs = [{"arrival": 0.01 * i, "gpus": 2, "iterations": 3, "model": "small"} for i in range(6)]
     doc = {**mix_doc(jobs, servers=3, per_server=1), "hold_gpus": True}
-    r = simulate_jobs(parse_jobmix(doc), parse_placement("rand"), parse_scheduler("ada-srsf"))
+    r = run_jobs(parse_jobmix(doc), parse_placement("rand"), parse_scheduler("ada-srsf"))
     assert all(np.isfinite(row["end"]) for row in r.jobs)

@@ -12,8 +12,8 @@ from grouper.cli.main import main
 from simulator.jobs.engine import Simulation
 from simulator.jobs.jobstate import COMM
 from simulator.jobs.placement import parse_placement
-from simulator.jobs.reference_poll import run_jobs
 from simulator.jobs.rules import Rules, parse_rules
+from simulator.jobs.run import run_jobs
 from simulator.jobs.schedulers import parse_scheduler
 from tests.unit.test_jobsim import SHARE, mix_doc
 from workloads.jobmix import parse_jobmix

@@ -1,0 +1,26 @@
+"""One job-level run: the engine ``rules`` ask for (the authors' poll artefact runs in
+:class:`simulator.jobs.reference_poll.PolledSimulation`, everything else in
+:class:`simulator.jobs.engine.Simulation`)."""
+
+from __future__ import annotations
+
+from simulator.jobs.engine import JobsResult, Simulation
+from simulator.jobs.placement import Placement
+from simulator.jobs.reference_poll import PolledSimulation
+from simulator.jobs.rules import Rules
+from simulator.jobs.schedulers import CommScheduler
+from workloads.jobmix import JobMix
+
+
+def run_jobs(
+    mix: JobMix,
+    placement: Placement,
+    scheduler: CommScheduler,
+    seed: int = 1,
+    rules: Rules | None = None,
+) -> JobsResult:
+    """One run under ``rules`` (default: the paper's), with the authors' poll when
+    ``rules.reference_poll``."""
+    rules = rules or Rules()
+    engine = PolledSimulation if rules.reference_poll else Simulation
+    return engine(mix, placement, scheduler, seed, rules).run()
