@@ -17,13 +17,13 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from common.errors import ConfigError
-from common.output import write_json
+from grouper.common.errors import ConfigError
+from grouper.common.output import write_json
 
 if TYPE_CHECKING:  # the measuring child imports these; the CLI process need not
-    from agent.core import AgentCore
-    from agent.registry import Registry
-    from common.queues import QueueConfig
+    from grouper.agent.core import AgentCore
+    from grouper.agent.registry import Registry
+    from grouper.common.queues import QueueConfig
 
 
 def bench_agent(flows: int, runs: int, json_path: str | None) -> int:
@@ -47,7 +47,7 @@ def bench_agent(flows: int, runs: int, json_path: str | None) -> int:
                 ns,
                 sys.executable,
                 "-m",
-                "agent.bench",
+                "grouper.agent.bench",
                 str(flows),
                 str(max(runs, 3)),
             ],
@@ -72,7 +72,7 @@ def bench_agent(flows: int, runs: int, json_path: str | None) -> int:
 def _bench_registry(flows: int) -> tuple[Registry, dict[str, str], list[str]]:
     """``flows // 10`` jobs on this host ("me"), ten flows each to a host of their own:
     the registry, every host's address, and the flow ids in plan order."""
-    from agent.registry import Registry
+    from grouper.agent.registry import Registry
 
     hosts = {f"h{i}": f"10.{i // 250 % 250}.{i % 250}.2" for i in range(flows // 10 + 1)}
     hosts["me"] = "10.255.0.1"
@@ -129,9 +129,9 @@ async def _timed_apply(core: AgentCore, plan: dict, expect_changed: int) -> floa
 
 
 async def _measure(flows: int, runs: int) -> dict:
-    from agent.core import AgentCore
-    from agent.enforcer import KernelThread
-    from common.queues import QueueConfig
+    from grouper.agent.core import AgentCore
+    from grouper.agent.enforcer import KernelThread
+    from grouper.common.queues import QueueConfig
 
     queues = QueueConfig()
     reg, hosts, ids = _bench_registry(flows)

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import ConfigError
+from grouper.common.errors import ConfigError
 
 NFT_ROOT = "/sys/fs/cgroup"  # nftables resolves cgroupv2 paths under this directory
 

@@ -11,18 +11,18 @@ import logging
 import time
 from typing import Any, Protocol
 
-from agent.cgroup_watch import CgroupWatch
-from agent.cgroups import CgroupRef
-from agent.discovery.load import LoadEstimate
-from agent.discovery.procs import Proc, alive
-from agent.discovery.tracker import JobKey, Tracker
-from agent.metrics import AgentMetrics
-from agent.plan import Connections, Rule, RuleKey, cgroup_keys, compose, plan_entries
-from agent.registry import Event, Registry
-from common.errors import ConfigError
-from common.flows import host_flow_id
-from common.queues import QueueConfig
-from common.registration import Flow, JobEntry, reported_flows
+from grouper.agent.cgroup_watch import CgroupWatch
+from grouper.agent.cgroups import CgroupRef
+from grouper.agent.discovery.load import LoadEstimate
+from grouper.agent.discovery.procs import Proc, alive
+from grouper.agent.discovery.tracker import JobKey, Tracker
+from grouper.agent.metrics import AgentMetrics
+from grouper.agent.plan import Connections, Rule, RuleKey, cgroup_keys, compose, plan_entries
+from grouper.agent.registry import Event, Registry
+from grouper.common.errors import ConfigError
+from grouper.common.flows import host_flow_id
+from grouper.common.queues import QueueConfig
+from grouper.common.registration import Flow, JobEntry, reported_flows
 
 log = logging.getLogger("grouper.agent")
 CGROUP_GRACE = 1.0  # seconds a job's removed cgroup may take to be made again

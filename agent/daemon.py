@@ -19,24 +19,24 @@ from functools import partial
 from pathlib import Path
 
 import grpc
+from grouper.agent.authz import coordinator_only
+from grouper.agent.cgroup_watch import CgroupWatch
+from grouper.agent.cgroups import NFT_ROOT, Cgroups
+from grouper.agent.core import AgentCore
+from grouper.agent.discovery.sockdiag import SockDiag
+from grouper.agent.discovery.tracker import Tracker
+from grouper.agent.enforcer import KernelThread
+from grouper.agent.jsonl import JsonlTailer
+from grouper.agent.kernel import features
+from grouper.agent.metrics import AgentMetrics
+from grouper.agent.probe import Prober
+from grouper.agent.registry import Registry
+from grouper.agent.service import AgentServicer, RegistryServicer
+from grouper.common.binding import EXCLUSIVE_PORT, bind
+from grouper.common.cluster_config import ClusterConfig, load_cluster_config
+from grouper.common.errors import ConfigError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from agent.authz import coordinator_only
-from agent.cgroup_watch import CgroupWatch
-from agent.cgroups import NFT_ROOT, Cgroups
-from agent.core import AgentCore
-from agent.discovery.sockdiag import SockDiag
-from agent.discovery.tracker import Tracker
-from agent.enforcer import KernelThread
-from agent.jsonl import JsonlTailer
-from agent.kernel import features
-from agent.metrics import AgentMetrics
-from agent.probe import Prober
-from agent.registry import Registry
-from agent.service import AgentServicer, RegistryServicer
-from common.binding import EXCLUSIVE_PORT, bind
-from common.cluster_config import ClusterConfig, load_cluster_config
-from common.errors import ConfigError
 from grouper.v1 import agent_pb2_grpc as pbg
 
 log = logging.getLogger("grouper.agent")

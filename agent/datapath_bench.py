@@ -38,8 +38,8 @@ import sys
 import time
 from typing import Any
 
-from common.errors import ConfigError
-from common.output import table, write_json
+from grouper.common.errors import ConfigError
+from grouper.common.output import table, write_json
 
 STATES = ("none", "nft", "agent", "agent_10k")
 MQ_STATES = (*STATES, "agent_10k_single")
@@ -255,7 +255,7 @@ class _State:
         if self.state == "none":
             return self
         self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, sys.executable, "-m", "agent.datapath_bench",
+            ["ip", "netns", "exec", self.ns, sys.executable, "-m", "grouper.agent.datapath_bench",
              self.state, str(self.entries)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -274,8 +274,8 @@ class _State:
 def _rules(entries: int) -> dict[tuple, Any]:
     """``entries`` rules: iperf3's port in band 1, the rest per-connection elements of
     made-up connections and port elements, spread over the data bands."""
-    from agent.plan import Rule
-    from common.queues import QueueConfig
+    from grouper.agent.plan import Rule
+    from grouper.common.queues import QueueConfig
 
     q = QueueConfig()
     data = q.data_bands
@@ -292,9 +292,9 @@ def _rules(entries: int) -> dict[tuple, Any]:
 
 
 def _child(state: str, entries: int) -> None:
-    from agent.enforcer import Enforcer
-    from agent.kernel import nft_rules
-    from common.queues import QueueConfig
+    from grouper.agent.enforcer import Enforcer
+    from grouper.agent.kernel import nft_rules
+    from grouper.common.queues import QueueConfig
 
     single = state == "agent_10k_single"
     enf = Enforcer("dpa", QueueConfig(), LINK_MBPS, control_ports=(7070,), multiqueue=not single)

@@ -12,16 +12,15 @@ import logging
 import platform
 from typing import Any
 
+from grouper.agent.kernel import nft_cgroup, nft_rules
+from grouper.agent.kernel.bands import QdiscSpec
+from grouper.agent.kernel.layout import BandLayout
+from grouper.agent.kernel.nft import Nft, NftError
+from grouper.agent.kernel.qdisc import Qdisc, probe_backend
+from grouper.agent.plan import Rule, RuleKey
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
 from pyroute2 import IPRoute
-
-from agent.kernel import nft_cgroup, nft_rules
-from agent.kernel.bands import QdiscSpec
-from agent.kernel.layout import BandLayout
-from agent.kernel.nft import Nft, NftError
-from agent.kernel.qdisc import Qdisc, probe_backend
-from agent.plan import Rule, RuleKey
-from common.errors import ConfigError
-from common.queues import QueueConfig
 
 log = logging.getLogger("grouper.agent")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.errors import ConfigError
+from grouper.common.errors import ConfigError
 
 log = logging.getLogger("grouper.agent.jsonl")
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from common import validate as v
-from common.errors import ConfigError
-from common.flows import inbound_key, parse_host_flow, parse_inbound_key
-from common.queues import QueueConfig
-from common.registration import Flow
+from grouper.common import validate as v
+from grouper.common.errors import ConfigError
+from grouper.common.flows import inbound_key, parse_host_flow, parse_inbound_key
+from grouper.common.queues import QueueConfig
+from grouper.common.registration import Flow
 
 # ("dport" | "sport" | "in_sport" | "in_dport", peer address, port)
 # or ("conn" | "conn6", src, dst, sport, dport)

@@ -24,7 +24,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from common import wire
+from grouper.common import wire
 
 MAX_TASKS = 16
 MAX_BYTES = 1 << 30

@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.cgroups import Cgroups, JobCgroups, job_cgroup_name
-from agent.discovery import procs as P
-from common import validate as v
-from common.errors import ConfigError
-from common.registration import Flow, JobEntry, parse_registration
+from grouper.agent.cgroups import Cgroups, JobCgroups, job_cgroup_name
+from grouper.agent.discovery import procs as P
+from grouper.common import validate as v
+from grouper.common.errors import ConfigError
+from grouper.common.registration import Flow, JobEntry, parse_registration
 
 FINISHED_GRACE = 300.0  # seconds a finished job stays visible
 

@@ -8,15 +8,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from grouper.agent.core import AgentCore
+from grouper.agent.plan import patch_plan
+from grouper.agent.probe import ProbeBusy, ProbeError, Prober
+from grouper.agent.session import AgentSession, stage_event
+from grouper.agent.updates import JobKey, UpdateSource, new_epoch
+from grouper.common.errors import ConfigError
+from grouper.common.registration import Flow, JobEntry, registration_dict
+from grouper.common.wire import WireError
 
-from agent.core import AgentCore
-from agent.plan import patch_plan
-from agent.probe import ProbeBusy, ProbeError, Prober
-from agent.session import AgentSession, stage_event
-from agent.updates import JobKey, UpdateSource, new_epoch
-from common.errors import ConfigError
-from common.registration import Flow, JobEntry, registration_dict
-from common.wire import WireError
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from common.errors import ConfigError
+from grouper.common.errors import ConfigError
 
 # gRPC binds with SO_REUSEPORT by default: a second agent or coordinator on the same
 # port would start and share its connections. Daemons' servers turn it off.

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import limits as L
-from common import validate as v
-from common.errors import ConfigError, short
-from common.queues import QueueConfig
-from common.scheduling import POLICIES, parse_admission, parse_queues
-from common.yamlfile import load_yaml_file
+from grouper.common import limits as L
+from grouper.common import validate as v
+from grouper.common.errors import ConfigError, short
+from grouper.common.queues import QueueConfig
+from grouper.common.scheduling import POLICIES, parse_admission, parse_queues
+from grouper.common.yamlfile import load_yaml_file
 
 BACKENDS = ("auto", "prio", "htb")
 MULTIQUEUE = ("per-queue", "single")

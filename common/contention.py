@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.errors import ConfigError
+from grouper.common.errors import ConfigError
 
 
 @dataclass(frozen=True)

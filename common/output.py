@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from common.errors import ConfigError, short
+from grouper.common.errors import ConfigError, short
 
 _json_stream: IO[str] | None = None  # standard output, kept for the JSON while reserved
 

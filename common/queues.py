@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from common.contention import ContentionModel
-from common.errors import ConfigError
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
 
 
 def default_dscp_table(

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from common import validate as v
-from common.errors import ConfigError
-from common.flows import ARCHS, MAX_WEIGHT, flow_id
+from grouper.common import validate as v
+from grouper.common.errors import ConfigError
+from grouper.common.flows import ARCHS, MAX_WEIGHT, flow_id
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from common import validate as v
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from common.queues import QueueConfig
+from grouper.common import validate as v
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
 
 # the scheduling policies (pda/policies.py), named here so that the cluster config can
 # check a name without loading the planner

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from common.errors import ConfigError, short
-from common.limits import IFNAMSIZ, MAX_PERIOD, MIN_PERIOD
+from grouper.common.errors import ConfigError, short
+from grouper.common.limits import IFNAMSIZ, MAX_PERIOD, MIN_PERIOD
 
 _MISSING = object()
 

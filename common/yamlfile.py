@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from common.errors import ConfigError
+from grouper.common.errors import ConfigError
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64  # nesting levels; our formats need fewer than ten

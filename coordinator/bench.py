@@ -27,11 +27,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from common.cluster_config import parse_cluster_config
-from common.errors import ConfigError
-from common.output import write_json
-from coordinator.fleet import fleet_main, raise_nofile
-from coordinator.loop import Coordinator, CycleStats
+from grouper.common.cluster_config import parse_cluster_config
+from grouper.common.errors import ConfigError
+from grouper.common.output import write_json
+from grouper.coordinator.fleet import fleet_main, raise_nofile
+from grouper.coordinator.loop import Coordinator, CycleStats
 
 DELIVERY = ("update", "result")  # acknowledged by the next update, or by a result
 

@@ -10,15 +10,14 @@ import signal
 from typing import TextIO
 
 import grpc
+from grouper.common.binding import EXCLUSIVE_PORT, bind
+from grouper.common.cluster_config import load_cluster_config
+from grouper.common.errors import ConfigError
+from grouper.coordinator.loop import Coordinator
+from grouper.coordinator.metrics import CoordinatorMetrics
+from grouper.coordinator.trace import CycleTrace
+from grouper.pda.order import warm_up
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
-from common.binding import EXCLUSIVE_PORT, bind
-from common.cluster_config import load_cluster_config
-from common.errors import ConfigError
-from coordinator.loop import Coordinator
-from coordinator.metrics import CoordinatorMetrics
-from coordinator.trace import CycleTrace
-from pda.order import warm_up
 
 log = logging.getLogger("grouper.coordinator")
 

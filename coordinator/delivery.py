@@ -27,8 +27,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from coordinator.plan_msg import plan_request
-from coordinator.planner import HostPlan
+from grouper.coordinator.plan_msg import plan_request
+from grouper.coordinator.planner import HostPlan
+
 from grouper.v1 import agent_pb2 as pb
 
 

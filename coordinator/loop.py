@@ -17,19 +17,20 @@ import logging
 import time
 from dataclasses import dataclass
 
-from common.cluster_config import ClusterConfig, HostConfig
-from common.errors import ConfigError
-from coordinator.heap import HeapKeeper
-from coordinator.links import AgentLink
-from coordinator.merge import Merger
-from coordinator.metrics import CoordinatorMetrics
-from coordinator.planner import Planned, plan_hosts
-from coordinator.push import Pusher
-from coordinator.snapshot import Model
-from coordinator.trace import CycleTrace
+from grouper.common.cluster_config import ClusterConfig, HostConfig
+from grouper.common.errors import ConfigError
+from grouper.coordinator.heap import HeapKeeper
+from grouper.coordinator.links import AgentLink
+from grouper.coordinator.merge import Merger
+from grouper.coordinator.metrics import CoordinatorMetrics
+from grouper.coordinator.planner import Planned, plan_hosts
+from grouper.coordinator.push import Pusher
+from grouper.coordinator.snapshot import Model
+from grouper.coordinator.trace import CycleTrace
+from grouper.pda.planning import Planner
+from grouper.pda.snapshot import FlowTables
+
 from grouper.v1 import agent_pb2 as pb
-from pda.planning import Planner
-from pda.snapshot import FlowTables
 
 ORDER_SHOWN = 12  # stages named in the "order:" log line
 ORDER_METRIC_MAX = 1000  # stages exported as grouper_coordinator_stage_rank

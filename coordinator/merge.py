@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
 
-from common.flows import host_flow_id, inbound_key, parse_port_flow
-from coordinator.snapshot import JobReport, Model, ReportedFlow, ReportedJob
-from pda.model import Cojob, FlowSpec, Job
+from grouper.common.flows import host_flow_id, inbound_key, parse_port_flow
+from grouper.coordinator.snapshot import JobReport, Model, ReportedFlow, ReportedJob
+from grouper.pda.model import Cojob, FlowSpec, Job
 
 log = logging.getLogger("grouper.coordinator")
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from common.flows import parse_inbound_key
-from coordinator.planner import HostPlan
+from grouper.common.flows import parse_inbound_key
+from grouper.coordinator.planner import HostPlan
+
 from grouper.v1 import agent_pb2 as pb
 
 

@@ -9,11 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from common.queues import QueueConfig
-from coordinator.snapshot import Model
-from pda.planning import Planner
-from pda.snapshot import FlowTables, build_snapshot
+from grouper.common.queues import QueueConfig
+from grouper.coordinator.snapshot import Model
+from grouper.pda.planning import Planner
+from grouper.pda.snapshot import FlowTables, build_snapshot
 
 # flow id -> (band, dscp) of the flows a host sends, and inbound_key -> the control
 # (band, dscp) for the port-matched flows it receives (its ACKs and handshakes on them)

@@ -7,10 +7,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from coordinator.links import AgentLink, LinkError
-from coordinator.metrics import CoordinatorMetrics
-from coordinator.planner import HostPlan
-from coordinator.trace import CycleTrace
+from grouper.coordinator.links import AgentLink, LinkError
+from grouper.coordinator.metrics import CoordinatorMetrics
+from grouper.coordinator.planner import HostPlan
+from grouper.coordinator.trace import CycleTrace
+
 from grouper.v1 import agent_pb2 as pb
 
 log = logging.getLogger("grouper.coordinator")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from pda.model import Cojob
+from grouper.pda.model import Cojob
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from common.errors import ConfigError
-from common.registration import parse_registration, registration_dict
-from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
+from grouper.common.errors import ConfigError
+from grouper.common.registration import parse_registration, registration_dict
+from grouper.coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
+
 from grouper.v1 import agent_pb2 as pb
 
 JobKey = tuple[str, str]

@@ -20,12 +20,12 @@ import itertools
 import statistics
 import time
 
-from common import wire
-from pda.calibration import Sample
-from pda.model import Cojob, Job
-from topologies.leafspine import Fabric, LeafSpine
-from trafficgen.netns import NetnsThread
-from trafficgen.replay import Hosts, JobRunner
+from grouper.common import wire
+from grouper.pda.calibration import Sample
+from grouper.pda.model import Cojob, Job
+from grouper.topologies.leafspine import Fabric, LeafSpine
+from grouper.trafficgen.netns import NetnsThread
+from grouper.trafficgen.replay import Hosts, JobRunner
 
 
 async def _point(hosts: Hosts, pairs: list[tuple[str, str]], size: float, reps: int) -> float:

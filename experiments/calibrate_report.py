@@ -12,10 +12,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
-from common.contention import ContentionModel  # noqa: E402
-from common.errors import ConfigError  # noqa: E402
-from pda.calibration import Fit  # noqa: E402
+from grouper.common.contention import ContentionModel  # noqa: E402
+from grouper.common.errors import ConfigError  # noqa: E402
+from grouper.pda.calibration import Fit  # noqa: E402
 
 
 def plot_fit(fit: Fit, path: Path, title: str) -> Path:
@@ -60,7 +59,7 @@ def write_admission(path: Path, model: ContentionModel, *, dry_run: bool = False
     The new text is checked as a cluster config, with the values read back, before it
     replaces the file (atomically). ``dry_run``: check all of that, write nothing (the
     command does it before measuring, so a file it cannot update is refused first)."""
-    from common.cluster_config import load_cluster_config
+    from grouper.common.cluster_config import load_cluster_config
 
     values = {k: f"{x:.4g}" for k, x in (("a", model.a), ("b", model.b), ("eta", model.eta))}
     lines = path.read_text().splitlines()

@@ -61,7 +61,7 @@ class DdpRunner:
                 sys.executable, "-m", "grouper.cli", "run", "--cojob", self.cojob,
                 "--job", f"trial-{trial.number}", "--stages", ",".join(map(str, stages)),
                 "--socket", self.socket_of(rank.host), "--",
-                sys.executable, "-m", "experiments.ddp_trial", "--master", ranks[0].address,
+                sys.executable, "-m", "grouper.experiments.ddp_trial", "--master", ranks[0].address,
                 "--port", str(self.port + trial.number), "--rank", str(r),
                 "--world", str(len(ranks)), "--width", str(self.width),
                 "--stages", ",".join(map(str, stages)), "--seed", str(trial.number),

@@ -2,7 +2,7 @@
 
 Run under ``grouper run`` by :mod:`experiments.ddp_runner`::
 
-    python -m experiments.ddp_trial --master ADDR --port P --rank R --world W \\
+    python -m grouper.experiments.ddp_trial --master ADDR --port P --rank R --world W \\
         --width H --stages 4,8 --seed S --lr LR
 
 Once the process group is up it prints ``{"ready": rank}``. Before each stage the rank

@@ -9,19 +9,19 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from common.output import table, write_json
-from common.scheduling import POLICIES
-from experiments.cpustats import STEAL_WARNING
-from experiments.emulate_torch import emulate_torch
-from experiments.emulation import Emulation
-from experiments.spec import emulation_queues, load_experiment, parse_policies, spec_of
-from experiments.tcpstats import total
-from simulator import report
-from simulator.run import link_goodput, run_policies, topology_of
-from topologies.leafspine import PAYLOAD_SHARE, LeafSpine
-from workloads.model import Workload
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.common.output import table, write_json
+from grouper.common.scheduling import POLICIES
+from grouper.experiments.cpustats import STEAL_WARNING
+from grouper.experiments.emulate_torch import emulate_torch
+from grouper.experiments.emulation import Emulation
+from grouper.experiments.spec import emulation_queues, load_experiment, parse_policies, spec_of
+from grouper.experiments.tcpstats import total
+from grouper.simulator import report
+from grouper.simulator.run import link_goodput, run_policies, topology_of
+from grouper.topologies.leafspine import PAYLOAD_SHARE, LeafSpine
+from grouper.workloads.model import Workload
 
 
 def emulate(args: object) -> int:

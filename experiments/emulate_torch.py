@@ -6,17 +6,17 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from common.output import table, write_json
-from common.queues import QueueConfig
-from experiments.spec import emulation_queues, parse_policies, spec_of
-from experiments.torch_experiment import (
+from grouper.common.output import table, write_json
+from grouper.common.queues import QueueConfig
+from grouper.experiments.spec import emulation_queues, parse_policies, spec_of
+from grouper.experiments.torch_experiment import (
     check_known,
     load_torch_experiment,
     run_policy,
     simulator_workload,
 )
-from simulator.run import run_policies
-from workloads import load_workload
+from grouper.simulator.run import run_policies
+from grouper.workloads import load_workload
 
 POLICIES = ("fs", "grouper", "baraat", "sincronia", "sptf")
 

@@ -19,16 +19,16 @@ from pathlib import Path
 
 import grpc
 import yaml
+from grouper.common.contention import ContentionModel
+from grouper.experiments.cpustats import StealMonitor
+from grouper.experiments.tcpstats import host_counters
+from grouper.topologies.leafspine import Fabric, LeafSpine
+from grouper.trafficgen.netns import NetnsThread
+from grouper.trafficgen.replay import Hosts, ReplayResult, replay
+from grouper.workloads.model import Workload
 
-from common.contention import ContentionModel
-from experiments.cpustats import StealMonitor
-from experiments.tcpstats import host_counters
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from topologies.leafspine import Fabric, LeafSpine
-from trafficgen.netns import NetnsThread
-from trafficgen.replay import Hosts, ReplayResult, replay
-from workloads.model import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 

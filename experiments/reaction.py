@@ -26,13 +26,13 @@ from typing import Any
 
 import grpc
 import numpy as np
+from grouper.common.errors import ConfigError
+from grouper.common.output import table, write_json
+from grouper.experiments.emulation import Emulation
+from grouper.topologies.leafspine import LeafSpine
 
-from common.errors import ConfigError
-from common.output import table, write_json
-from experiments.emulation import Emulation
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from topologies.leafspine import LeafSpine
 
 STEPS = ("agent_to_coordinator", "planning", "coordinator_to_agent", "kernel")
 STAGES = [20, 40]

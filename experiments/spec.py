@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from common.errors import ConfigError
-from common.queues import QueueConfig
-from topologies.leafspine import LeafSpine
-from workloads import load_workload
-from workloads.model import Workload
-from workloads.topology import leafspine_args
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
+from grouper.topologies.leafspine import LeafSpine
+from grouper.workloads import load_workload
+from grouper.workloads.model import Workload
+from grouper.workloads.topology import leafspine_args
 
 EXPERIMENTS = ("small", "testbed-mini")
 
@@ -37,7 +37,7 @@ def emulation_queues(args: object) -> QueueConfig:
     contention constants measured on this fabric (``grouper calibrate --write``)."""
     queues = QueueConfig(min_share=args.min_share)
     if getattr(args, "config", None):
-        from common.cluster_config import load_cluster_config
+        from grouper.common.cluster_config import load_cluster_config
 
         queues = replace(queues, admission=load_cluster_config(args.config).queues.admission)
     return queues

@@ -27,13 +27,13 @@ from typing import Any
 
 import grpc
 import yaml
+from grouper.common import validate as v
+from grouper.common.errors import ConfigError
+from grouper.experiments.emulation import ROOT, Emulation
+from grouper.topologies.leafspine import LeafSpine
 
-from common import validate as v
-from common.errors import ConfigError
-from experiments.emulation import ROOT, Emulation
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from topologies.leafspine import LeafSpine
 
 TORCH_EXPERIMENTS = ("torch-small",)
 
@@ -62,7 +62,7 @@ def gradient_bytes(width: int) -> int:
 
 def load_torch_experiment(name: str) -> TorchExperiment:
     key = name.split(":", 1)[1]
-    text = (resources.files("experiments") / "builtin" / f"{key}.yaml").read_text()
+    text = (resources.files("grouper.experiments") / "builtin" / f"{key}.yaml").read_text()
     m = v.mapping(yaml.safe_load(text), "", ("name", "description", "topology", "port", "searches"))
     searches = []
     for i, raw in enumerate(v.sequence(v.get(m, "searches", ""), "searches", min_len=1)):
@@ -111,8 +111,8 @@ def _run_searches(
     exp: TorchExperiment, spec: LeafSpine, em: Emulation, work: Path, runners: list
 ) -> dict:
     import optuna
+    from grouper.experiments.ddp_runner import DdpRunner, Rank
 
-    from experiments.ddp_runner import DdpRunner, Rank
     from grouper.integrations.optuna import SyncHalving
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

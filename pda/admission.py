@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from common.contention import ContentionModel
+from grouper.common.contention import ContentionModel
 
 
 def adadual_admit(

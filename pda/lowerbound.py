@@ -32,9 +32,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from grouper.pda.snapshot import Snapshot
 from scipy import sparse
-
-from pda.snapshot import Snapshot
 
 SLACK = 1e-7  # a hundred times HiGHS' primal feasibility tolerance (loads scaled to <= 1)
 
@@ -93,7 +92,7 @@ def lp_lower_bound(
     csc = loads.tocsc()
     cuts = 0
     if seed:
-        from pda.order import pda_order  # numba: imported when first needed
+        from grouper.pda.order import pda_order  # numba: imported when first needed
 
         position = np.empty(n, dtype=np.int64)
         position[pda_order(snap).order] = np.arange(n)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from common.errors import ConfigError
-from common.flows import MAX_WEIGHT
+from grouper.common.errors import ConfigError
+from grouper.common.flows import MAX_WEIGHT
 
 
 @dataclass(frozen=True)

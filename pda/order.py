@@ -33,9 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from grouper.pda.snapshot import Snapshot
 from scipy import sparse
-
-from pda.snapshot import Snapshot
 
 # Two candidates tie when their adjusted weights after the step differ from zero by
 # less than this share of the instance's largest weight: weights are reduced by
@@ -101,7 +100,7 @@ def primal_dual_order(
     total = np.asarray(csr.sum(axis=1)).ravel()
     scale = max(float(port_load.max(initial=0.0)), 1.0)
 
-    from pda.order_kernel import order_loop  # numba: imported when first needed
+    from grouper.pda.order_kernel import order_loop  # numba: imported when first needed
 
     order, rho_at, port_at, min_w, min_w_all = order_loop(
         csc.indptr.astype(np.int64),

@@ -8,6 +8,9 @@ at 20,000 ports, in cache). At 100,000 stages a tree of (index, value) pairs too
 1.18-1.38 s, this one 0.48-0.65 s (alternated runs in one process, the same order).
 Semantics are those documented in :mod:`pda.order`; ``tests/unit/pda_reference.py``
 keeps the plain-numpy loop the kernel is checked against.
+
+numba's disk cache (``cache=True``) records this module by its import name,
+``grouper.pda.order_kernel``.
 """
 
 from __future__ import annotations

@@ -18,10 +18,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from common.queues import QueueConfig
-from pda.policies import flow_priorities, schedule
-from pda.snapshot import Snapshot
+from grouper.common.queues import QueueConfig
+from grouper.pda.policies import flow_priorities, schedule
+from grouper.pda.snapshot import Snapshot
 
 
 @dataclass

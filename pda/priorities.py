@@ -25,9 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from grouper.common.queues import QueueConfig
 from scipy import sparse
-
-from common.queues import QueueConfig
 
 
 @dataclass

@@ -12,10 +12,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from grouper.common.errors import ConfigError
+from grouper.pda.model import Cojob
 from scipy import sparse
-
-from common.errors import ConfigError
-from pda.model import Cojob
 
 
 @dataclass

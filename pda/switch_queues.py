@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.errors import ConfigError
-from common.queues import QueueConfig
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
 
 DSCP_VALUES = 64
 SWITCH_QUEUES = 8  # egress queues per port on the switches we write configuration for

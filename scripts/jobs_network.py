@@ -8,11 +8,11 @@ import dataclasses
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from common.contention import ContentionModel
-from simulator.jobs.placement import parse_placement
-from simulator.jobs.run import run_jobs
-from simulator.jobs.schedulers import parse_scheduler
-from workloads.jobmix import wang_64gpu
+from grouper.common.contention import ContentionModel
+from grouper.simulator.jobs.placement import parse_placement
+from grouper.simulator.jobs.run import run_jobs
+from grouper.simulator.jobs.schedulers import parse_scheduler
+from grouper.workloads.jobmix import wang_64gpu
 
 SCHEDULERS = ("srsf:1", "srsf:2", "ada-srsf")
 

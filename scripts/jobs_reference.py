@@ -36,11 +36,11 @@ import dataclasses
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from common.contention import ContentionModel
-from simulator.jobs.engine import COMM, Job, Simulation
-from simulator.jobs.placement import parse_placement
-from simulator.jobs.schedulers import parse_scheduler
-from workloads.jobmix import GpuCluster, JobMix, wang_64gpu
+from grouper.common.contention import ContentionModel
+from grouper.simulator.jobs.engine import COMM, Job, Simulation
+from grouper.simulator.jobs.placement import parse_placement
+from grouper.simulator.jobs.schedulers import parse_scheduler
+from grouper.workloads.jobmix import GpuCluster, JobMix, wang_64gpu
 
 SCHEDULERS = ("srsf:1", "srsf:2", "ada-srsf")
 PLACEMENTS = ("lwf:1", "ff", "ls", "rand")

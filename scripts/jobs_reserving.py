@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 
-from simulator.jobs.engine import Simulation
-from simulator.jobs.placement import parse_placement
-from simulator.jobs.schedulers import parse_scheduler
-from workloads.jobmix import wang_64gpu
+from grouper.simulator.jobs.engine import Simulation
+from grouper.simulator.jobs.placement import parse_placement
+from grouper.simulator.jobs.schedulers import parse_scheduler
+from grouper.workloads.jobmix import wang_64gpu
 
 
 class Reserving(Simulation):

@@ -16,11 +16,10 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
-from pda.lowerbound import brute_force_single_port, single_port_sct
-from pda.order import stage_weights
-from simulator.run import run_policies
-from workloads import parse_workload
+from grouper.pda.lowerbound import brute_force_single_port, single_port_sct
+from grouper.pda.order import stage_weights
+from grouper.simulator.run import run_policies
+from grouper.workloads import parse_workload
 
 
 def instance(rng: np.random.Generator, g: int) -> dict:

@@ -22,15 +22,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pda.planning as planning  # noqa: E402
-from common.queues import QueueConfig  # noqa: E402
-from coordinator.fleet import fleet_states  # noqa: E402
-from coordinator.merge import Merger  # noqa: E402
-from coordinator.planner import plan_hosts  # noqa: E402
-from coordinator.state import AgentState  # noqa: E402
+import grouper.pda.planning as planning  # noqa: E402
+from grouper.common.queues import QueueConfig  # noqa: E402
+from grouper.coordinator.fleet import fleet_states  # noqa: E402
+from grouper.coordinator.merge import Merger  # noqa: E402
+from grouper.coordinator.planner import plan_hosts  # noqa: E402
+from grouper.coordinator.state import AgentState  # noqa: E402
+from grouper.pda.planning import Planner  # noqa: E402
+from grouper.pda.snapshot import FlowTables  # noqa: E402
+
 from grouper.v1 import agent_pb2 as pb  # noqa: E402
-from pda.planning import Planner  # noqa: E402
-from pda.snapshot import FlowTables  # noqa: E402
 
 SCHEDULES: list = []  # (snapshot, schedule) of every plan, for the per-port orders
 _schedule = planning.schedule

@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
-from workloads.generators import MODELS, SPREAD_FACTORS, testbed
+from grouper.workloads.generators import MODELS, SPREAD_FACTORS, testbed
 
 MEAN_SIZE = sum(m for m, _ in MODELS.values()) / len(MODELS)
 VARIANTS = {
@@ -37,7 +37,7 @@ VARIANTS = {
 
 
 def run(task: tuple[str, int]) -> tuple[str, int, dict[str, float]]:
-    from simulator.run import run_policies
+    from grouper.simulator.run import run_policies
 
     name, seed = task
     wl = testbed(seed, **VARIANTS[name])

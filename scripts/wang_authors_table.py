@@ -35,12 +35,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from grouper.simulator.jobs.placement import parse_placement  # noqa: E402
+from grouper.simulator.jobs.rules import RULE_NAMES, parse_rules  # noqa: E402
+from grouper.simulator.jobs.run import run_jobs  # noqa: E402
+from grouper.simulator.jobs.schedulers import parse_scheduler  # noqa: E402
+from grouper.workloads.authors_jobs import load_job_dir, microsoft_jobs, write_job_dir  # noqa: E402
+
 from scripts.authors_sim import run_authors  # noqa: E402
-from simulator.jobs.placement import parse_placement  # noqa: E402
-from simulator.jobs.rules import RULE_NAMES, parse_rules  # noqa: E402
-from simulator.jobs.run import run_jobs  # noqa: E402
-from simulator.jobs.schedulers import parse_scheduler  # noqa: E402
-from workloads.authors_jobs import load_job_dir, microsoft_jobs, write_job_dir  # noqa: E402
 
 SCHEDULERS = ("srsf:1", "srsf:2", "ada-srsf")
 GOALS = {"code+poll": (0.710, 0.669), "code": (1.060, 1.001)}  # issue #36, their code

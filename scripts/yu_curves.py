@@ -14,10 +14,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
-from simulator.jobs.rar_engine import run_rar  # noqa: E402
-from simulator.jobs.sjfbco import parse_rar_policy  # noqa: E402
-from workloads.rarmix import yu_rar  # noqa: E402
+from grouper.simulator.jobs.rar_engine import run_rar  # noqa: E402
+from grouper.simulator.jobs.sjfbco import parse_rar_policy  # noqa: E402
+from grouper.workloads.rarmix import yu_rar  # noqa: E402
 
 FIG = Path(__file__).resolve().parent.parent / "docs" / "figures"
 POLICIES = ("sjf-bco", "ff", "ls", "rand")

@@ -69,7 +69,9 @@ def allocate(
         else np.zeros(len(pf), dtype=np.int64)
     )
     warm = start is not None
-    from simulator.allocator_kernel import allocate_kernel  # numba: compiled when first used
+    from grouper.simulator.allocator_kernel import (
+        allocate_kernel,  # numba: compiled when first used
+    )
 
     rates, _settled = allocate_kernel(
         pf,

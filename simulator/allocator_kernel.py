@@ -6,6 +6,9 @@ checked against. Inputs are one entry per link crossing: ``pf`` (flow), ``pl`` (
 ``pq`` (queue of the flow on that link), plus ``task`` per flow for the contention
 model. Every loop costs the crossings it touches: progressive filling freezes a flow
 once and walks its crossings once.
+
+numba's disk cache (``cache=True``) records this module by its import name,
+``grouper.simulator.allocator_kernel``.
 """
 
 from __future__ import annotations

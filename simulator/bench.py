@@ -15,8 +15,8 @@ import subprocess
 import sys
 import time
 
-from common.errors import ConfigError
-from common.output import table, write_json
+from grouper.common.errors import ConfigError
+from grouper.common.output import table, write_json
 
 POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper")
 
@@ -29,11 +29,10 @@ def run_one(
     from dataclasses import replace
 
     import numpy as np
-
-    from common.contention import ContentionModel
-    from pda.priorities import QueueConfig
-    from simulator.run import engine_for, topology_of
-    from workloads import load_workload
+    from grouper.common.contention import ContentionModel
+    from grouper.pda.priorities import QueueConfig
+    from grouper.simulator.run import engine_for, topology_of
+    from grouper.workloads import load_workload
 
     t0 = time.perf_counter()
     wl = load_workload(f"coflow:{path}", link_gbps=link_gbps, fraction=fraction)
@@ -103,7 +102,7 @@ def bench_simulator(
 ) -> int:
     """Every policy at every fraction, one fresh process each; the last fraction's runs
     are ``policies`` in the JSON, every fraction's are in ``growth``."""
-    from workloads import load_workload
+    from grouper.workloads import load_workload
 
     load_workload(f"coflow:{path}", link_gbps=link_gbps)  # a bad trace fails here, once
     growth = []
@@ -189,7 +188,7 @@ def add_bench_simulator(add: object) -> None:
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    from simulator.run import SIM_POLICIES
+    from grouper.simulator.run import SIM_POLICIES
 
     policies = [p for p in args.policies.split(",") if p]
     for p in policies:

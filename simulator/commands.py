@@ -8,19 +8,19 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from common import validate as v
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from common.output import table, write_json
-from common.queues import QueueConfig
-from pda.lowerbound import lp_lower_bound
-from pda.snapshot import build_snapshot
-from simulator import report
-from simulator.limits import RunLimits
-from simulator.run import link_goodput, run_policies, topology_of
-from workloads import load_workload
-from workloads.checks import check_runnable
-from workloads.schema import Workload
+from grouper.common import validate as v
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.common.output import table, write_json
+from grouper.common.queues import QueueConfig
+from grouper.pda.lowerbound import lp_lower_bound
+from grouper.pda.snapshot import build_snapshot
+from grouper.simulator import report
+from grouper.simulator.limits import RunLimits
+from grouper.simulator.run import link_goodput, run_policies, topology_of
+from grouper.workloads import load_workload
+from grouper.workloads.checks import check_runnable
+from grouper.workloads.schema import Workload
 
 SWEEPS = {
     "load": ("load", [0.25, 0.5, 1.0, 1.5, 2.0]),

@@ -19,17 +19,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from common.limits import MAX_SIM_EVENTS
-from common.queues import QueueConfig
-from pda.model import Cojob, FlowSpec, Job
-from pda.planning import Planner
-from pda.policies import knows_survivors, orders_flows
-from pda.snapshot import FlowTables, build_snapshot
-from simulator.allocator import allocate
-from simulator.limits import RunLimits, check_limits
-from simulator.state import SimCojob, SimJob, SimResult, build_jobs, collect_result
-from workloads.topology import Topology
+from grouper.common.limits import MAX_SIM_EVENTS
+from grouper.common.queues import QueueConfig
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.planning import Planner
+from grouper.pda.policies import knows_survivors, orders_flows
+from grouper.pda.snapshot import FlowTables, build_snapshot
+from grouper.simulator.allocator import allocate
+from grouper.simulator.limits import RunLimits, check_limits
+from grouper.simulator.state import SimCojob, SimJob, SimResult, build_jobs, collect_result
+from grouper.workloads.topology import Topology
 
 EPS = 1e-9
 

@@ -25,17 +25,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from common.limits import MAX_SIM_EVENTS
-from pda.model import Cojob
-from pda.planning import Planner
-from pda.policies import knows_survivors
-from pda.priorities import QueueConfig
-from pda.snapshot import FlowTables, build_snapshot
-from simulator.fast_kernel import Classes, build_classes, class_rates
-from simulator.limits import RunLimits, check_limits
-from simulator.state import SimCojob, SimJob, SimResult, collect_result
-from workloads.topology import Topology
+from grouper.common.limits import MAX_SIM_EVENTS
+from grouper.pda.model import Cojob
+from grouper.pda.planning import Planner
+from grouper.pda.policies import knows_survivors
+from grouper.pda.priorities import QueueConfig
+from grouper.pda.snapshot import FlowTables, build_snapshot
+from grouper.simulator.fast_kernel import Classes, build_classes, class_rates
+from grouper.simulator.limits import RunLimits, check_limits
+from grouper.simulator.state import SimCojob, SimJob, SimResult, collect_result
+from grouper.workloads.topology import Topology
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from grouper.simulator.allocator import EPS, MAX_ROUNDS, allocate
+from grouper.simulator.allocator_kernel import _csr, _group
 from numba import njit
-
-from simulator.allocator import EPS, MAX_ROUNDS, allocate
-from simulator.allocator_kernel import _csr, _group
 
 
 @dataclass

@@ -7,8 +7,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from common.errors import ConfigError
-from common.limits import MAX_SIM_EVENTS
+from grouper.common.errors import ConfigError
+from grouper.common.limits import MAX_SIM_EVENTS
 
 
 @dataclass(frozen=True)

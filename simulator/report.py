@@ -11,8 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
-from simulator.run import PolicyRun  # noqa: E402
+from grouper.simulator.run import PolicyRun  # noqa: E402
 
 STAGE_FIELDS = ["policy", "cojob", "stage", "start", "end", "sct", "duration", "alone", "slowdown"]
 JOB_FIELDS = ["policy", "cojob", "job", "arrival", "end", "jct", "stages"]

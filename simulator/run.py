@@ -13,17 +13,16 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from common.queues import QueueConfig
-from common.scheduling import POLICIES
-from simulator.engine import Engine
-from simulator.fast import FastEngine, coflow_shaped
-from simulator.limits import RunLimits
-from simulator.state import SimResult
-from workloads.schema import Workload
-from workloads.topology import Topology, bigswitch, parse_topology
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
+from grouper.common.scheduling import POLICIES
+from grouper.simulator.engine import Engine
+from grouper.simulator.fast import FastEngine, coflow_shaped
+from grouper.simulator.limits import RunLimits
+from grouper.simulator.state import SimResult
+from grouper.workloads.schema import Workload
+from grouper.workloads.topology import Topology, bigswitch, parse_topology
 
 SIM_POLICIES = (*POLICIES, "grouper-noadmit", "grouper-infinite")
 

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-
-from pda.model import Cojob, FlowSpec, Job
-from workloads.topology import Topology
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.workloads.topology import Topology
 
 
 @dataclass

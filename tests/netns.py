@@ -76,8 +76,8 @@ class NetPair:
            "peer", "name", nic2, "netns", ns2, *mq)  # fmt: skip
 
     def _switch(self, mbps: float) -> None:
-        from common.queues import QueueConfig
-        from topologies.leafspine import switch_queue_commands
+        from grouper.common.queues import QueueConfig
+        from grouper.topologies.leafspine import switch_queue_commands
 
         assert self.s is not None
         self._veth(self.a, self.nic_a, self.s, "pa")

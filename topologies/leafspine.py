@@ -24,8 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.queues import QueueConfig
-from pda.switch_queues import switch_queue_map
+from grouper.common.queues import QueueConfig
+from grouper.pda.switch_queues import switch_queue_map
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Workloads: YAML files or ``builtin:NAME``, parsed into :mod:`pda.model` objects."""
 
-from workloads.schema import Workload, load_workload, parse_workload
+from grouper.workloads.schema import Workload, load_workload, parse_workload
 
 __all__ = ["Workload", "load_workload", "parse_workload"]

@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from common import validate as v
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from common.yamlfile import parse_yaml, read_text
-from workloads.gpujobs import MAX_JOBS, GpuCluster, GpuJob, JobMix, Model
+from grouper.common import validate as v
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.common.yamlfile import parse_yaml, read_text
+from grouper.workloads.gpujobs import MAX_JOBS, GpuCluster, GpuJob, JobMix, Model
 
 SLOT = 1e-3  # seconds per slot of their simulator (their unit: 1 ms)
 AUTHORS_CLUSTER = GpuCluster(16, 4, 32768.0)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-from common import limits as L
-from common.errors import ConfigError, short
-from pda.model import Cojob, Job
-from workloads.model import Workload
+from grouper.common import limits as L
+from grouper.common.errors import ConfigError, short
+from grouper.pda.model import Cojob, Job
+from grouper.workloads.model import Workload
 
 
 def capacity_range(time_unit: str) -> tuple[float, float]:

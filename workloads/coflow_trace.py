@@ -20,11 +20,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from common.errors import ConfigError, short
-from common.yamlfile import read_text
-from pda.model import Cojob, FlowSpec, Job
-from workloads.model import Workload
+from grouper.common.errors import ConfigError, short
+from grouper.common.yamlfile import read_text
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.workloads.model import Workload
 
 MB = 1048576.0  # bytes in the trace's megabyte (CoflowSim's unit)
 MAX_PORTS = 100_000
@@ -172,7 +171,7 @@ def load_coflow_trace(
     """``coflow:PATH``: the trace at ``path`` at ``link_gbps`` per port; ``fraction``
     keeps its first coflows (with traffic). ``seed`` is accepted and unused (nothing is
     drawn); the generators' other parameters do not apply to a trace."""
-    from common import validate as v
+    from grouper.common import validate as v
 
     for name in params:
         if name != "seed":

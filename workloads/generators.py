@@ -16,10 +16,9 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-
-from pda.model import Cojob, Job
-from workloads.model import Workload
-from workloads.placement import Placer
+from grouper.pda.model import Cojob, Job
+from grouper.workloads.model import Workload
+from grouper.workloads.placement import Placer
 
 MODELS = {  # name: (bytes, compute seconds per iteration)
     "DeepSpeech2": (160e6, 0.35),
@@ -145,7 +144,7 @@ def sim60(
     (compute = alone transfer time / comm_ratio).
     """
     if not 0 < load <= 10:
-        from common.errors import ConfigError
+        from grouper.common.errors import ConfigError
 
         raise ConfigError("--load", f"must be in (0, 10], got {load}")
     rng = np.random.default_rng(seed)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.contention import ContentionModel
+from grouper.common.contention import ContentionModel
 
 MB = 1e6  # the papers' model sizes are in MB of 10^6 bytes (b is seconds per byte)
 MAX_JOBS = 100_000

@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from common import validate as v
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from common.scheduling import parse_admission
-from common.yamlfile import parse_yaml, read_text
-from workloads.authors_jobs import load_job_dir
-from workloads.gpujobs import (
+from grouper.common import validate as v
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.common.scheduling import parse_admission
+from grouper.common.yamlfile import parse_yaml, read_text
+from grouper.workloads.authors_jobs import load_job_dir
+from grouper.workloads.gpujobs import (
     MAX_GPUS,
     MAX_JOBS,
     WANG_GPU_MIX,
@@ -43,7 +42,7 @@ from workloads.gpujobs import (
     Model,
     gpu_counts,
 )
-from workloads.rarmix import parse_rarmix, yu_rar
+from grouper.workloads.rarmix import parse_rarmix, yu_rar
 
 __all__ = [
     "WANG_GPU_MIX", "WANG_MODELS", "GpuCluster", "GpuJob", "JobMix", "Model", "load_jobmix",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from common.queues import QueueConfig
-from pda.model import Cojob
+from grouper.common.queues import QueueConfig
+from grouper.pda.model import Cojob
 
 
 @dataclass(frozen=True)

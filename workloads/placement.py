@@ -20,8 +20,7 @@ freed when jobs end (documented limitation: the generators spread cojobs over ti
 from __future__ import annotations
 
 import numpy as np
-
-from common.errors import ConfigError
+from grouper.common.errors import ConfigError
 
 PLACEMENTS = ("random", "first-fit", "list", "lwf", "sjf-bco")
 

@@ -8,8 +8,7 @@ stages of 500-4000 iterations. Deterministic for a given seed.
 from __future__ import annotations
 
 import numpy as np
-
-from pda.model import Cojob, Job
+from grouper.pda.model import Cojob, Job
 
 
 def random_cojobs(hosts: int, stages: int, seed: int = 1) -> tuple[list[str], list[Cojob]]:

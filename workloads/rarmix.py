@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from common import validate as v
-from common.errors import ConfigError
-from workloads.gpujobs import gpu_counts
+from grouper.common import validate as v
+from grouper.common.errors import ConfigError
+from grouper.workloads.gpujobs import gpu_counts
 
 MAX_JOBS = 100_000
 

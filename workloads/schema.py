@@ -10,17 +10,17 @@ from dataclasses import replace
 from importlib import resources
 from typing import Any
 
-from common import limits as L
-from common import validate as v
-from common.errors import ConfigError
-from common.flows import ARCHS
-from common.queues import QueueConfig
-from common.scheduling import parse_admission, parse_queues
-from common.yamlfile import parse_yaml, read_text
-from pda.model import Cojob, FlowSpec, Job
-from workloads.checks import check_capacity, check_workload
-from workloads.generators import GENERATORS
-from workloads.model import Workload
+from grouper.common import limits as L
+from grouper.common import validate as v
+from grouper.common.errors import ConfigError
+from grouper.common.flows import ARCHS
+from grouper.common.queues import QueueConfig
+from grouper.common.scheduling import parse_admission, parse_queues
+from grouper.common.yamlfile import parse_yaml, read_text
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.workloads.checks import check_capacity, check_workload
+from grouper.workloads.generators import GENERATORS
+from grouper.workloads.model import Workload
 
 TOP_KEYS = (
     "name", "description", "hosts", "topology", "capacity", "time_unit", "scheduling",
@@ -55,19 +55,19 @@ def load_workload(spec: str, **params: float) -> Workload:
     (``seed``, ``load``, ``comm_ratio``, ``scale``); ``coflow:PATH`` (a coflow-benchmark
     trace) takes ``link_gbps`` and ``fraction``."""
     if spec.startswith("coflow:"):
-        from workloads.coflow_trace import load_coflow_trace
+        from grouper.workloads.coflow_trace import load_coflow_trace
 
         return load_coflow_trace(spec.split(":", 1)[1], **params)
     if spec.startswith("builtin:"):
         name = spec.split(":", 1)[1]
         if name in GENERATORS:
             return GENERATORS[name](**params)
-        ref = resources.files("workloads") / "builtin" / f"{name}.yaml"
+        ref = resources.files("grouper.workloads") / "builtin" / f"{name}.yaml"
         if not ref.is_file():
             known = sorted(
                 [
                     p.name[:-5]
-                    for p in (resources.files("workloads") / "builtin").iterdir()
+                    for p in (resources.files("grouper.workloads") / "builtin").iterdir()
                     if p.name.endswith(".yaml")
                 ]
                 + list(GENERATORS)
@@ -79,7 +79,7 @@ def load_workload(spec: str, **params: float) -> Workload:
 
 
 def _hosts_from_topology(spec: str, path: str) -> tuple[str, ...]:
-    from workloads.topology import parse_topology
+    from grouper.workloads.topology import parse_topology
 
     try:
         return parse_topology(spec).hosts

@@ -18,8 +18,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
-
-from common.errors import ConfigError
+from grouper.common.errors import ConfigError
 
 
 @dataclass

@@ -41,12 +41,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from agent.cgroups import Cgroups
-from common.errors import ConfigError
-from common.flows import host_flow_id
-from common.output import write_json
-from common.queues import QueueConfig
+from grouper.agent.cgroups import Cgroups
+from grouper.common.errors import ConfigError
+from grouper.common.flows import host_flow_id
+from grouper.common.output import write_json
+from grouper.common.queues import QueueConfig
 
 PORT = 5001
 DSCP_TABLE = list(QueueConfig().dscp_table)
@@ -184,7 +183,7 @@ class Testbed:
             procs = Path(self.cgroups.directory(cgroup), "cgroup.procs")
             enter = lambda: procs.write_text(str(os.getpid()))  # noqa: E731
         return self._spawn(
-            ns, sys.executable, "-m", "agent.discovery.benchproc", *args,
+            ns, sys.executable, "-m", "grouper.agent.discovery.benchproc", *args,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=enter,
         )  # fmt: skip
 

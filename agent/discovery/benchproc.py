@@ -1,5 +1,5 @@
 """Processes for ``grouper bench discovery``, each run inside a namespace with
-``python -m agent.discovery.benchproc MODE ...``; they talk JSON lines on stdout.
+``python -m grouper.agent.discovery.benchproc MODE ...``; they talk JSON lines on stdout.
 
 * ``jobs HOST PORT N C [CGROUPS]``: fork N job processes holding C idle connections
   each to HOST:PORT (job i first enters the cgroup directory ``CGROUPS<i>``, so its

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.discovery import procs as P
-from agent.discovery.sockdiag import TcpSocket
+from grouper.agent.discovery import procs as P
+from grouper.agent.discovery.sockdiag import TcpSocket
 
 JobKey = tuple[str, str]
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grouper.agent.kernel.layout import HTB_PARENT_MINOR, BandLayout
 from pyroute2 import IPRoute
-
-from agent.kernel.layout import HTB_PARENT_MINOR, BandLayout
 
 HTB_MAX_BANDS = 8  # HTB class prio is 0..7
 

@@ -10,7 +10,7 @@ import os
 import platform
 import secrets
 
-from agent.kernel.nft import Nft, NftError
+from grouper.agent.kernel.nft import Nft, NftError
 
 
 def kernel_release() -> str:

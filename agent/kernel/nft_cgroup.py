@@ -18,8 +18,8 @@ again under the same name) reloads the whole table in one transaction.
 
 from __future__ import annotations
 
-from agent.kernel.layout import BandLayout
-from agent.plan import Rule, RuleKey
+from grouper.agent.kernel.layout import BandLayout
+from grouper.agent.plan import Rule, RuleKey
 
 _KEY = {"4": "ip daddr", "6": "ip6 daddr"}
 _TUPLE = {

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.kernel import nft_cgroup
-from agent.kernel.layout import BandLayout
-from agent.plan import Rule, RuleKey
-from common.queues import QueueConfig
+from grouper.agent.kernel import nft_cgroup
+from grouper.agent.kernel.layout import BandLayout
+from grouper.agent.plan import Rule, RuleKey
+from grouper.common.queues import QueueConfig
 
 TABLE = "grouper"
 FAMILY = "inet"

@@ -16,9 +16,8 @@ import platform
 import struct
 from functools import cache
 
+from grouper.agent.kernel.layout import HANDLE_MAJOR
 from pyroute2 import IPRoute
-
-from agent.kernel.layout import HANDLE_MAJOR
 
 FILTER_NAME = "grouper-steer"
 _BPF_PROG_LOAD = 5

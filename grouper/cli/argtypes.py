@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from common import limits as L
-from common import validate as v
-from common.errors import ConfigError
+from grouper.common import limits as L
+from grouper.common import validate as v
+from grouper.common.errors import ConfigError
 
 MAX_PERIOD = L.MAX_PERIOD  # seconds
 MAX_BENCH_HOSTS = 100_000

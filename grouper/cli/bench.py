@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from grouper.cli import argtypes as T
-from simulator.bench import add_bench_simulator
+from grouper.simulator.bench import add_bench_simulator
 
 
 def _cmd_bench_pda(args: argparse.Namespace) -> int:
@@ -21,13 +21,13 @@ def _cmd_bench_ratio(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_agent(args: argparse.Namespace) -> int:
-    from agent.bench import bench_agent
+    from grouper.agent.bench import bench_agent
 
     return bench_agent(args.flows, args.runs, args.json)
 
 
 def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
-    from coordinator.bench import bench_coordinator
+    from grouper.coordinator.bench import bench_coordinator
 
     return bench_coordinator(
         args.agents, args.stages, args.seed, args.runs, args.changed, args.json, args.delivery
@@ -38,7 +38,7 @@ def _cmd_bench_reaction(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from experiments.reaction import bench_reaction
+    from grouper.experiments.reaction import bench_reaction
 
     with tempfile.TemporaryDirectory(prefix="grouper-reaction-") as tmp:  # removed after
         return bench_reaction(
@@ -47,13 +47,13 @@ def _cmd_bench_reaction(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_discovery(args: argparse.Namespace) -> int:
-    from agent.discovery.bench import bench_discovery
+    from grouper.agent.discovery.bench import bench_discovery
 
     return bench_discovery(args.jobs, args.connections, args.samples, args.interval, args.json)
 
 
 def _cmd_bench_datapath(args: argparse.Namespace) -> int:
-    from agent.datapath_bench import bench_datapath
+    from grouper.agent.datapath_bench import bench_datapath
 
     return bench_datapath(
         args.entries, args.streams, args.seconds, args.runs, args.json, args.txqueues

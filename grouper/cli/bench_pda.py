@@ -5,11 +5,11 @@ from __future__ import annotations
 import statistics
 import time
 
-from common.errors import ConfigError
-from common.output import write_json
-from pda.order import pda_order
-from pda.snapshot import build_snapshot
-from workloads.random_instance import random_cojobs
+from grouper.common.errors import ConfigError
+from grouper.common.output import write_json
+from grouper.pda.order import pda_order
+from grouper.pda.snapshot import build_snapshot
+from grouper.workloads.random_instance import random_cojobs
 
 
 def bench_pda(hosts: int, stages: int, seed: int, runs: int, json_path: str | None) -> int:
@@ -56,8 +56,8 @@ def bench_ratio(
     multi-stage ones (where the stage-order rule leaves the proof's duals)."""
     import numpy as np
 
-    from pda.lowerbound import lp_lower_bound, single_port_sct
-    from pda.model import Cojob, FlowSpec, Job
+    from grouper.pda.lowerbound import lp_lower_bound, single_port_sct
+    from grouper.pda.model import Cojob, FlowSpec, Job
 
     rng = np.random.default_rng(seed)
     ratios: dict[str, list[float]] = {"single_stage": [], "multi_stage": []}

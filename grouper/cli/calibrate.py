@@ -12,14 +12,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import validate as v
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from common.output import table, write_json
-from common.queues import QueueConfig
-from experiments.calibrate import measure, rounds, task_pairs
-from experiments.spec import load_experiment, spec_of
-from pda.calibration import LEVEL, Fit, Sample, fit_contention
+from grouper.common import validate as v
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.common.output import table, write_json
+from grouper.common.queues import QueueConfig
+from grouper.experiments.calibrate import measure, rounds, task_pairs
+from grouper.experiments.spec import load_experiment, spec_of
+from grouper.pda.calibration import LEVEL, Fit, Sample, fit_contention
 
 
 def _pair(names: list[str], text: str | None, default: tuple[str, str]) -> tuple[str, str]:
@@ -48,8 +48,8 @@ def _on_fabric(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
 
 
 def _on_hosts(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
-    from common.cluster_config import load_cluster_config
-    from coordinator import probes
+    from grouper.common.cluster_config import load_cluster_config
+    from grouper.coordinator import probes
 
     if args.experiment is not None:
         raise ConfigError("--experiment", "not with --config: the config's hosts are measured")
@@ -72,7 +72,7 @@ MAX_SIZE_MB = 1000  # one all-reduce of this size per task and round
 
 def calibrate(args: object) -> int:
     if args.write:  # a file that cannot take the result is refused before measuring
-        from experiments.calibrate_report import write_admission
+        from grouper.experiments.calibrate_report import write_admission
 
         write_admission(Path(args.write), ContentionModel(a=1e-3, b=1e-9, eta=1e-9), dry_run=True)
     sizes = [
@@ -85,7 +85,7 @@ def calibrate(args: object) -> int:
     about, samples = (_on_hosts if args.config else _on_fabric)(args, sizes)
     fit = fit_contention(samples)
     out = Path(args.out or tempfile.mkdtemp(prefix="grouper-calibrate-"))
-    from experiments.calibrate_report import plot_fit, write_admission
+    from grouper.experiments.calibrate_report import plot_fit, write_admission
 
     pair = about["hosts"]
     title = f"{about.get('experiment') or about['cluster']} {pair[0]}-{pair[1]}"

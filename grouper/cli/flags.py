@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import inspect
 
-from common.errors import ConfigError, short
-from common.output import check_output_dir, check_output_file
+from grouper.common.errors import ConfigError, short
+from grouper.common.output import check_output_dir, check_output_file
 
 # subcommands whose --out names a file (elsewhere --out is a directory of results)
 OUT_IS_FILE = ("switch-config",)
@@ -84,7 +84,7 @@ def check_simulate(args: argparse.Namespace) -> None:
 def check_generator_params(spec: str, wanted: list[tuple[str, str]]) -> None:
     """A generated builtin takes each (flag, parameter) of ``wanted`` (``--load`` and
     the like); a YAML file or a fixed builtin takes none of them."""
-    from workloads.generators import GENERATORS
+    from grouper.workloads.generators import GENERATORS
 
     name = spec.split(":", 1)[1] if spec.startswith("builtin:") else ""
     generator = GENERATORS.get(name)

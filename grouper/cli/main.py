@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common import limits as L
-from common.errors import ConfigError
-from common.output import stdout_reserved_for_json
 from grouper.cli import argtypes as T
 from grouper.cli.agent import add_arguments as add_agent_arguments
 from grouper.cli.bench import add_bench
 from grouper.cli.flags import check_flags
 from grouper.cli.status import add_status
 from grouper.cli.switch_config import add_switch_config
+from grouper.common import limits as L
+from grouper.common.errors import ConfigError
+from grouper.common.output import stdout_reserved_for_json
 
 
 def _cmd_order(args: argparse.Namespace) -> int:
@@ -29,13 +29,13 @@ def _cmd_lower_bound(args: argparse.Namespace) -> int:
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
-    from agent.daemon import run
+    from grouper.agent.daemon import run
 
     return run(args)
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    from common.cluster_config import load_cluster_config
+    from grouper.common.cluster_config import load_cluster_config
 
     cfg = load_cluster_config(args.file)
     warning = cfg.queues.unmarked_warning()
@@ -49,7 +49,7 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_coordinator(args: argparse.Namespace) -> int:
-    from coordinator.daemon import run
+    from grouper.coordinator.daemon import run
 
     return run(args)
 
@@ -58,13 +58,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.dask and args.action != "sweep":
         raise ConfigError("--dask", "only with simulate sweep")
     if args.config:
-        from common.cluster_config import load_cluster_config
+        from grouper.common.cluster_config import load_cluster_config
 
         args.cluster_queues = load_cluster_config(args.config).queues
     if args.mode == "jobs":
         if args.action == "sweep":
             raise ConfigError("--mode", "jobs has no sweep; run simulate --mode jobs")
-        from simulator.jobs.commands import simulate_jobs_cmd
+        from grouper.simulator.jobs.commands import simulate_jobs_cmd
 
         return simulate_jobs_cmd(args)
     poll = args.reference_poll or None
@@ -73,7 +73,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     for flag, value in jobs_only:
         if value is not None:
             raise ConfigError(flag, "only with --mode jobs")
-    from simulator.commands import simulate, sweep
+    from grouper.simulator.commands import simulate, sweep
 
     args.workload = args.workload or "builtin:sim60"
     return sweep(args) if args.action == "sweep" else simulate(args)
@@ -95,7 +95,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_emulate(args: argparse.Namespace) -> int:
-    from experiments.emulate import emulate
+    from grouper.experiments.emulate import emulate
 
     return emulate(args)
 

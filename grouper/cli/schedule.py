@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 
-from common.errors import ConfigError
-from common.output import table, write_json
-from common.queues import QueueConfig
-from common.scheduling import POLICIES
-from pda.lowerbound import lp_lower_bound
-from pda.policies import host_plans, schedule
-from pda.snapshot import Snapshot, build_snapshot
-from workloads import Workload, load_workload
+from grouper.common.errors import ConfigError
+from grouper.common.output import table, write_json
+from grouper.common.queues import QueueConfig
+from grouper.common.scheduling import POLICIES
+from grouper.pda.lowerbound import lp_lower_bound
+from grouper.pda.policies import host_plans, schedule
+from grouper.pda.snapshot import Snapshot, build_snapshot
+from grouper.workloads import Workload, load_workload
 
 
 def order(workload: str, policy: str, online: bool, json_path: str | None) -> int:

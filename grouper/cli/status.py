@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from grouper.cli import argtypes as T
 
 if TYPE_CHECKING:
-    from common.cluster_config import ClusterConfig, HostConfig
+    from grouper.common.cluster_config import ClusterConfig, HostConfig
 
 METRIC = "grouper_coordinator_"
 MAX_METRICS_BYTES = 8 << 20
@@ -60,9 +60,9 @@ def add_status(add: T.Add) -> None:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from common.cluster_config import load_cluster_config
-    from common.output import write_json
     from grouper.cli.status_view import print_once, snapshot, watch
+    from grouper.common.cluster_config import load_cluster_config
+    from grouper.common.output import write_json
 
     cfg = load_cluster_config(args.config)
     coord = args.coordinator or local_address(cfg.coordinator_metrics)
@@ -118,7 +118,7 @@ async def _collect_all(cfg: ClusterConfig, timeout: float) -> dict[str, dict[str
 async def _collect(host: HostConfig, cfg: ClusterConfig, timeout: float) -> dict[str, Any]:
     import grpc
 
-    from coordinator.links import channel_for
+    from grouper.coordinator.links import channel_for
     from grouper.v1 import agent_pb2 as pb
     from grouper.v1 import agent_pb2_grpc as pbg
 

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from common.cluster_config import ClusterConfig
+    from grouper.common.cluster_config import ClusterConfig
 
 ORDER_SHOWN = 12  # stages of the global order on the screen
 FLOWS_SHOWN = 16  # host flows on the screen (all of them in --json)

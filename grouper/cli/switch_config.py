@@ -26,9 +26,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from common.errors import ConfigError, short
 from grouper.cli import argtypes as T
-from pda.switch_queues import SwitchQueueMap, hardware_queue_map
+from grouper.common.errors import ConfigError, short
+from grouper.pda.switch_queues import SwitchQueueMap, hardware_queue_map
 
 OSES = ("sonic", "eos", "cumulus")
 NAME = "GROUPER"  # SONiC map names: [a-zA-Z0-9][-a-zA-Z0-9_]{0,31}
@@ -55,7 +55,7 @@ def add_switch_config(add: T.Add) -> None:
 
 
 def _cmd_switch_config(args: argparse.Namespace) -> int:
-    from common.cluster_config import load_cluster_config
+    from grouper.common.cluster_config import load_cluster_config
 
     ports = read_ports(args.ports, args.ports_file)
     qmap = hardware_queue_map(load_cluster_config(args.config).queues)

@@ -8,19 +8,19 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from common.errors import ConfigError
-from common.output import table, write_json
-from simulator.commands import cluster_queues
-from simulator.jobs import plots
-from simulator.jobs.engine import JobsResult
-from simulator.jobs.placement import parse_placement
-from simulator.jobs.rar_engine import run_rar
-from simulator.jobs.rules import Rules, parse_rules
-from simulator.jobs.run import run_jobs
-from simulator.jobs.schedulers import parse_scheduler
-from simulator.jobs.sjfbco import parse_rar_policy
-from workloads.jobmix import JobMix, load_jobmix
-from workloads.rarmix import RarMix
+from grouper.common.errors import ConfigError
+from grouper.common.output import table, write_json
+from grouper.simulator.commands import cluster_queues
+from grouper.simulator.jobs import plots
+from grouper.simulator.jobs.engine import JobsResult
+from grouper.simulator.jobs.placement import parse_placement
+from grouper.simulator.jobs.rar_engine import run_rar
+from grouper.simulator.jobs.rules import Rules, parse_rules
+from grouper.simulator.jobs.run import run_jobs
+from grouper.simulator.jobs.schedulers import parse_scheduler
+from grouper.simulator.jobs.sjfbco import parse_rar_policy
+from grouper.workloads.jobmix import JobMix, load_jobmix
+from grouper.workloads.rarmix import RarMix
 
 JOB_FIELDS = ["run", "job", "model", "gpus", "iterations", "arrival", "placed", "end", "jct",
               "servers"]  # fmt: skip

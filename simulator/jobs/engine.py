@@ -28,13 +28,12 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from common.errors import ConfigError
-from simulator.jobs.jobstate import COMM, COMM_READY, COMPUTE, DONE, LATENCY, Job
-from simulator.jobs.placement import Placement
-from simulator.jobs.rules import Rules
-from simulator.jobs.schedulers import CommScheduler
-from workloads.jobmix import JobMix
+from grouper.common.errors import ConfigError
+from grouper.simulator.jobs.jobstate import COMM, COMM_READY, COMPUTE, DONE, LATENCY, Job
+from grouper.simulator.jobs.placement import Placement
+from grouper.simulator.jobs.rules import Rules
+from grouper.simulator.jobs.schedulers import CommScheduler
+from grouper.workloads.jobmix import JobMix
 
 ARRIVE, WORKER_DONE, BYTES_DONE, ITERATION_DONE, WAKE = range(5)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from simulator.jobs.rules import AUTHORS_LWF_COMM_S_PER_BYTE, Rules
-from workloads.jobmix import GpuJob
+from grouper.simulator.jobs.rules import AUTHORS_LWF_COMM_S_PER_BYTE, Rules
+from grouper.workloads.jobmix import GpuJob
 
 QUEUED, COMPUTE, COMM_READY, COMM, LATENCY, DONE = range(6)
 

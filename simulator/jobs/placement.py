@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from common.errors import ConfigError
-from workloads.placement import first_fit, least_loaded, lwf_kappa
+from grouper.common.errors import ConfigError
+from grouper.workloads.placement import first_fit, least_loaded, lwf_kappa
 
 KINDS = ("rand", "ff", "ls", "lwf")
 

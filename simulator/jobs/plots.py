@@ -11,9 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
-from simulator.jobs.engine import JobsResult  # noqa: E402
-from simulator.report import finish  # noqa: E402
+from grouper.simulator.jobs.engine import JobsResult  # noqa: E402
+from grouper.simulator.report import finish  # noqa: E402
 
 
 def _label(r: JobsResult) -> str:

@@ -14,10 +14,9 @@ import heapq
 import time
 
 import numpy as np
-
-from simulator.jobs.engine import JobsResult
-from simulator.jobs.sjfbco import Plan, Planner, RarPolicy
-from workloads.rarmix import RarMix
+from grouper.simulator.jobs.engine import JobsResult
+from grouper.simulator.jobs.sjfbco import Plan, Planner, RarPolicy
+from grouper.workloads.rarmix import RarMix
 
 
 def _gpu_successors(plan: Plan, n: int) -> tuple[np.ndarray, list[list[int]]]:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 
-from simulator.jobs.engine import BYTES_DONE, JobsResult, Simulation
-from simulator.jobs.jobstate import COMM, Job
+from grouper.simulator.jobs.engine import BYTES_DONE, JobsResult, Simulation
+from grouper.simulator.jobs.jobstate import COMM, Job
 
 TICK = 5  # an event kind after the engine's five
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from common.errors import ConfigError
+from grouper.common.errors import ConfigError
 
 RULE_NAMES = ("lwf-load", "adadual-servers", "srsf-key", "tasks")
 CHOICES = ("paper", "code")

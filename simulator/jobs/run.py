@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-from simulator.jobs.engine import JobsResult, Simulation
-from simulator.jobs.placement import Placement
-from simulator.jobs.reference_poll import PolledSimulation
-from simulator.jobs.rules import Rules
-from simulator.jobs.schedulers import CommScheduler
-from workloads.jobmix import JobMix
+from grouper.simulator.jobs.engine import JobsResult, Simulation
+from grouper.simulator.jobs.placement import Placement
+from grouper.simulator.jobs.reference_poll import PolledSimulation
+from grouper.simulator.jobs.rules import Rules
+from grouper.simulator.jobs.schedulers import CommScheduler
+from grouper.workloads.jobmix import JobMix
 
 
 def run_jobs(

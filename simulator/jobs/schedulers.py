@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from pda.admission import adadual_admit
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.pda.admission import adadual_admit
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from common.errors import ConfigError
-from workloads.rarmix import RarJob, RarMix
+from grouper.common.errors import ConfigError
+from grouper.workloads.rarmix import RarJob, RarMix
 
 KINDS = ("sjf-bco", "ff", "ls", "rand")
 

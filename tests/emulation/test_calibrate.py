@@ -66,9 +66,9 @@ def test_calibrate_star_sends_each_task_from_another_host_to_the_first(tmp_path)
 
 
 def _agents(tmp_path):
-    from common.queues import QueueConfig
-    from experiments.emulation import Emulation
-    from experiments.spec import load_experiment, spec_of
+    from grouper.common.queues import QueueConfig
+    from grouper.experiments.emulation import Emulation
+    from grouper.experiments.spec import load_experiment, spec_of
 
     spec = spec_of(load_experiment("builtin:small"), QueueConfig())
     return Emulation(spec, "fs", 1.0, tmp_path / "emu")  # agents only, no coordinator

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from topologies.leafspine import Fabric, LeafSpine
+from grouper.topologies.leafspine import Fabric, LeafSpine
 
 LOOKUP = (
     "import socket, sys, time\n"

@@ -14,8 +14,8 @@ import subprocess
 import time
 
 import optuna
+from grouper.experiments.ddp_runner import DdpRunner, Rank
 
-from experiments.ddp_runner import DdpRunner, Rank
 from grouper.integrations.optuna import SyncHalving
 from tests.configs import write_cluster
 from tests.kernel.test_agent import collect

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import grpc
 import yaml
+from grouper.agent.kernel.layout import BandLayout
+from grouper.common.cluster_config import load_cluster_config
+from grouper.common.queues import QueueConfig
+from grouper.coordinator.loop import Coordinator
+from grouper.coordinator.metrics import CoordinatorMetrics
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.policies import host_plans, schedule
+from grouper.pda.snapshot import build_snapshot
 
-from agent.kernel.layout import BandLayout
-from common.cluster_config import load_cluster_config
-from common.queues import QueueConfig
-from coordinator.loop import Coordinator
-from coordinator.metrics import CoordinatorMetrics
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from pda.model import Cojob, FlowSpec, Job
-from pda.policies import host_plans, schedule
-from pda.snapshot import build_snapshot
 from tests.configs import write_cluster
 from tests.netns import GROUPER, ROOT, AgentProc, NetStar, nft_map, root_qdisc
 from tests.ports import free_port

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import signal
 
-from coordinator.loop import Coordinator
+from grouper.coordinator.loop import Coordinator
+
 from grouper.v1 import agent_pb2 as pb
 from tests.kernel.star_cluster import (
     HOSTS,

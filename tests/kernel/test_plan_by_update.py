@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 
-from coordinator.loop import Coordinator
+from grouper.coordinator.loop import Coordinator
+
 from tests.kernel.star_cluster import (
     HOSTS,
     PERIOD,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from experiments.tcpstats import COUNTERS, host_counters
+from grouper.experiments.tcpstats import COUNTERS, host_counters
 
 # nstat names a counter by its table and its name: TcpRetransSegs, TcpExtTCPTimeouts
 NSTAT = {name: table + counter for (_, table, counter), name in COUNTERS.items()}

@@ -52,9 +52,34 @@ def test_client_wheel_holds_only_the_training_side(wheels):
     ]
 
 
-def test_full_wheel_in_a_clean_venv_runs_the_commands(wheels, tmp_path):
-    bin_ = make_venv(tmp_path / "venv", "hosts.txt", wheels["full"])
-    grouper = str(bin_ / "grouper")
+@pytest.fixture(scope="module")
+def full_venv(wheels, tmp_path_factory):
+    return make_venv(tmp_path_factory.mktemp("full") / "venv", "hosts.txt", wheels["full"])
+
+
+def test_full_wheel_installs_one_top_level_name(wheels):
+    tops = {n.split("/")[0] for n in names(wheels["full"]) if ".dist-info/" not in n}
+    assert tops == {"grouper"}
+    folders = {"common", "pda", "workloads", "agent", "coordinator", "simulator", "trafficgen",
+               "topologies", "experiments"}  # fmt: skip
+    assert {n.split("/")[1] for n in names(wheels["full"]) if n.count("/") > 1} >= folders
+    assert "grouper/workloads/builtin/fig3.yaml" in names(wheels["full"])
+
+
+def test_a_users_own_agent_or_common_module_does_not_shadow_ours(full_venv, tmp_path):
+    for name in ("common", "pda", "agent", "coordinator", "workloads", "simulator"):
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('{name} was shadowed')\n")
+    proc = subprocess.run(
+        [full_venv / "python", "-m", "grouper.cli", "order", "--workload", "builtin:fig3",
+         "--json", "-"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["workload"] == "fig3"
+
+
+def test_full_wheel_in_a_clean_venv_runs_the_commands(full_venv, tmp_path):
+    grouper = str(full_venv / "grouper")
 
     def run(*args):
         return subprocess.run([grouper, *args], cwd=tmp_path, capture_output=True, text=True)

@@ -6,9 +6,8 @@ import copy
 from typing import Any
 
 import numpy as np
+from grouper.pda.model import Cojob, FlowSpec, Job
 from scipy import sparse
-
-from pda.model import Cojob, FlowSpec, Job
 
 
 def one_port_cojobs(chains: list[list[float]]) -> tuple[list[str], list[Cojob]]:
@@ -52,7 +51,7 @@ class FakeCore:
     """Just enough of AgentCore for Collect."""
 
     def __init__(self, host):
-        from agent.core import EventHub
+        from grouper.agent.core import EventHub
 
         self.host = host
         self.hub = EventHub()

@@ -4,9 +4,8 @@ kept as the reference it is checked against (``test_order_kernel.py``)."""
 from __future__ import annotations
 
 import numpy as np
+from grouper.pda.order import WEIGHT_TOL, OrderResult
 from scipy import sparse
-
-from pda.order import WEIGHT_TOL, OrderResult
 
 
 def reference_order(

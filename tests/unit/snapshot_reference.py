@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from pda.model import Cojob
+from grouper.pda.model import Cojob
 
 
 def reference_snapshot(cojobs: list[Cojob], hosts: list[str], known_survivors: bool) -> dict:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.pda.admission import adadual_admit, two_task_average
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from pda.admission import adadual_admit, two_task_average
 
 MODEL = ContentionModel(a=0.0, b=1.0, eta=0.5)  # threshold b / 2(b+eta) = 1/3
 

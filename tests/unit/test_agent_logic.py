@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
-from agent.jsonl import JsonlTailer
-from agent.kernel.layout import BandLayout
-from agent.kernel.nft_rules import count_changes, render_changes, render_table
-from agent.plan import Rule, desired_rules
-from agent.registry import Registry
-from common.errors import ConfigError
-from common.queues import QueueConfig
+from grouper.agent.jsonl import JsonlTailer
+from grouper.agent.kernel.layout import BandLayout
+from grouper.agent.kernel.nft_rules import count_changes, render_changes, render_table
+from grouper.agent.plan import Rule, desired_rules
+from grouper.agent.registry import Registry
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
 
 ADDR = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
 

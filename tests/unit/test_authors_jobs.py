@@ -8,17 +8,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from common.errors import ConfigError
-from grouper.cli.main import main
-from workloads.authors_jobs import (
+from grouper.common.errors import ConfigError
+from grouper.workloads.authors_jobs import (
     AUTHORS_CONTENTION,
     TEMPLATES,
     load_job_dir,
     microsoft_jobs,
     write_job_dir,
 )
-from workloads.jobmix import load_jobmix
+from grouper.workloads.jobmix import load_jobmix
+
+from grouper.cli.main import main
 
 VGG = {"dnn": "vgg16", "model_size": 526.4, "train_mem": 4527, "fw_time": 36, "bw_time": 54}
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
-from common.errors import ConfigError
-from common.queues import QueueConfig
-from common.scheduling import POLICIES
-from pda.model import Cojob, FlowSpec, Job
-from pda.policies import host_plans, schedule
-from pda.snapshot import build_snapshot
-from workloads import load_workload
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
+from grouper.common.scheduling import POLICIES
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.policies import host_plans, schedule
+from grouper.pda.snapshot import build_snapshot
+from grouper.workloads import load_workload
 
 
 def fig3(known=True):

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from pda.calibration import Sample, fit_contention
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.pda.calibration import Sample, fit_contention
 
 TRUE = ContentionModel(a=2e-3, b=4e-7, eta=1.5e-7)
 SIZES = (250e3, 500e3, 1e6)
@@ -126,8 +125,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "cluster.sample.yaml"
 
 
 def test_write_admission_keeps_comments_order_and_the_rest(tmp_path):
-    from common.cluster_config import load_cluster_config
-    from experiments.calibrate_report import write_admission
+    from grouper.common.cluster_config import load_cluster_config
+    from grouper.experiments.calibrate_report import write_admission
 
     path = tmp_path / "cluster.yaml"
     path.write_text(SAMPLE.read_text())
@@ -143,8 +142,8 @@ def test_write_admission_keeps_comments_order_and_the_rest(tmp_path):
 
 
 def test_write_admission_adds_the_section_when_missing(tmp_path):
-    from common.cluster_config import load_cluster_config
-    from experiments.calibrate_report import write_admission
+    from grouper.common.cluster_config import load_cluster_config
+    from grouper.experiments.calibrate_report import write_admission
 
     text = SAMPLE.read_text()
     start = text.index("admission:")
@@ -159,8 +158,8 @@ def test_write_admission_adds_the_section_when_missing(tmp_path):
 def test_write_admission_updates_a_flow_style_section_as_the_readme_writes_it(tmp_path):
     """The README's sample has ``admission: {enabled: true, a: ..., b: ..., eta: ...}``;
     calibrate once measured for minutes and then refused it."""
-    from common.cluster_config import load_cluster_config
-    from experiments.calibrate_report import write_admission
+    from grouper.common.cluster_config import load_cluster_config
+    from grouper.experiments.calibrate_report import write_admission
 
     text = SAMPLE.read_text()
     start, end = text.index("admission:"), text.index("failure:")
@@ -199,7 +198,8 @@ def test_calibrate_refuses_a_file_it_cannot_update_before_measuring(tmp_path):
 def test_simulate_uses_the_cluster_configs_constants(tmp_path):
     import json
 
-    from experiments.calibrate_report import write_admission
+    from grouper.experiments.calibrate_report import write_admission
+
     from grouper.cli.main import main
 
     cfg = tmp_path / "cluster.yaml"
@@ -218,9 +218,9 @@ def test_simulate_uses_the_cluster_configs_constants(tmp_path):
 
 
 def test_star_tasks_come_from_every_other_host_in_turn():
-    from common.queues import QueueConfig
-    from experiments.calibrate import task_pairs
-    from experiments.spec import load_experiment, spec_of
+    from grouper.common.queues import QueueConfig
+    from grouper.experiments.calibrate import task_pairs
+    from grouper.experiments.spec import load_experiment, spec_of
 
     spec = spec_of(load_experiment("builtin:small"), QueueConfig())
     assert task_pairs(spec.host_names, ("h1", "h4"), 2, star=False) == [("h1", "h4")] * 2
@@ -260,7 +260,7 @@ def test_calibrate_refuses_to_write_a_fit_at_its_bound(monkeypatch, tmp_path, ca
 
 
 def test_calibrate_writes_a_sound_fit_with_its_confidence(monkeypatch, tmp_path, capsys):
-    from common.cluster_config import load_cluster_config
+    from grouper.common.cluster_config import load_cluster_config
 
     status, err, res, _ = _calibrate_on(monkeypatch, noisy(NOISY, 0), tmp_path, capsys)
     assert (status, err, res["problems"]) == (0, "", [])

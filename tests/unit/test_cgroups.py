@@ -6,18 +6,17 @@ that text and send real traffic through it."""
 from __future__ import annotations
 
 import pytest
+from grouper.agent.cgroups import CgroupRef, Cgroups, job_cgroup_name
+from grouper.agent.kernel import nft_cgroup
+from grouper.agent.kernel.layout import BandLayout
+from grouper.agent.kernel.nft_rules import render_table
+from grouper.agent.plan import Rule, compose
+from grouper.agent.registry import Registry
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
+from grouper.common.registration import CGROUP_PATH_MAX, cgroup_path
 from hypothesis import given
 from hypothesis import strategies as st
-
-from agent.cgroups import CgroupRef, Cgroups, job_cgroup_name
-from agent.kernel import nft_cgroup
-from agent.kernel.layout import BandLayout
-from agent.kernel.nft_rules import render_table
-from agent.plan import Rule, compose
-from agent.registry import Registry
-from common.errors import ConfigError
-from common.queues import QueueConfig
-from common.registration import CGROUP_PATH_MAX, cgroup_path
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ import warnings
 
 import grpc
 import pytest
+from grouper.agent.registry import Registry
+from grouper.agent.service import RegistryServicer
 
 import grouper.client as client
-from agent.registry import Registry
-from agent.service import RegistryServicer
 from grouper.client import Job
 from grouper.v1 import agent_pb2_grpc as pbg
 
@@ -37,8 +37,8 @@ def agent(tmp_path):
     import asyncio
     import threading
 
-    from agent.core import AgentCore
-    from common.queues import QueueConfig
+    from grouper.agent.core import AgentCore
+    from grouper.common.queues import QueueConfig
 
     # the agent is this test process, and so is the job: no pid is "the agent's own"
     reg = Registry(known_hosts={"a", "b"}, host="a", own_pid=-1)
@@ -219,7 +219,8 @@ def test_grouper_run_refused_by_the_agent_exits_2(agent):
 
 def test_launcher_weight_limit_is_the_agents():
     """The client keeps its own copy (it imports nothing of ours); they must agree."""
-    from common.flows import MAX_WEIGHT
+    from grouper.common.flows import MAX_WEIGHT
+
     from grouper import launcher
 
     assert launcher.MAX_WEIGHT == MAX_WEIGHT

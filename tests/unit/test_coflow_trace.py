@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from common.errors import ConfigError
-from workloads import load_workload
-from workloads.coflow_trace import MB, parse_coflow_trace
+from grouper.common.errors import ConfigError
+from grouper.workloads import load_workload
+from grouper.workloads.coflow_trace import MB, parse_coflow_trace
 
 SMALL = """4 3
 1 0 2 0 1 2 2:4.0 3:2.0
@@ -51,7 +50,7 @@ def test_workload_is_one_stage_cojob_per_coflow_on_a_big_switch(tmp_path: Path) 
 def test_simulate_runs_a_trace_end_to_end(tmp_path: Path) -> None:
     path = tmp_path / "t.txt"
     path.write_text(SMALL)
-    from simulator.run import run_policies
+    from grouper.simulator.run import run_policies
 
     runs = run_policies(load_workload(f"coflow:{path}"), ["fs", "grouper"], progress=False)
     # coflow 1 alone: ports 2 and 3 receive 4 MB and 2 MB from two mappers at 125 MB/s

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
+from grouper.coordinator.merge import Merger, merge_reports
+from grouper.coordinator.planner import plan_hosts
+from grouper.coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
+from grouper.coordinator.state import AgentState
+from grouper.pda.planning import Planner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.errors import ConfigError
-from common.queues import QueueConfig
-from coordinator.merge import Merger, merge_reports
-from coordinator.planner import plan_hosts
-from coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
-from coordinator.state import AgentState
 from grouper.v1 import agent_pb2 as pb
-from pda.planning import Planner
 
 HOSTS = {"h1", "h2", "h3"}
 

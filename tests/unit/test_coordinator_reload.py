@@ -70,8 +70,8 @@ def test_sighup_reload_keeps_last_good_config(tmp_path):
 def test_reload_keeps_links_unless_their_channel_options_change():
     import asyncio
 
-    from common.cluster_config import parse_cluster_config
-    from coordinator.loop import Coordinator
+    from grouper.common.cluster_config import parse_cluster_config
+    from grouper.coordinator.loop import Coordinator
 
     async def run() -> tuple[bool, bool, bool]:
         coord = Coordinator(parse_cluster_config(cfg(2)))

@@ -3,8 +3,7 @@
 import time
 
 import pytest
-
-from experiments.cpustats import StealMonitor, read_cpu, stolen_share
+from grouper.experiments.cpustats import StealMonitor, read_cpu, stolen_share
 
 
 def test_read_cpu_takes_steal_and_leaves_guest_time_out_of_the_total(tmp_path):

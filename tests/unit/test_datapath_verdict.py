@@ -5,8 +5,7 @@ rules 42% faster than no agent, a difference the run-to-run spread swallowed).""
 from __future__ import annotations
 
 import pytest
-
-from agent.datapath_bench import summarise
+from grouper.agent.datapath_bench import summarise
 
 
 def runs(*gbps: float, cpu: float = 0.05) -> list[dict[str, float]]:

@@ -11,16 +11,15 @@ import sys
 import time
 
 import pytest
-
-from agent.discovery import procs as P
-from agent.discovery.load import LoadEstimate, round2
-from agent.discovery.sockdiag import SockDiag, TcpSocket
-from agent.discovery.tracker import Tracker
-from agent.plan import Rule, compose, plan_entries
-from agent.registry import FINISHED_GRACE, Registry
-from common.errors import ConfigError
-from common.queues import QueueConfig
-from common.registration import Flow, parse_registration, reported_flows
+from grouper.agent.discovery import procs as P
+from grouper.agent.discovery.load import LoadEstimate, round2
+from grouper.agent.discovery.sockdiag import SockDiag, TcpSocket
+from grouper.agent.discovery.tracker import Tracker
+from grouper.agent.plan import Rule, compose, plan_entries
+from grouper.agent.registry import FINISHED_GRACE, Registry
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig
+from grouper.common.registration import Flow, parse_registration, reported_flows
 
 HOSTS = {"10.0.0.1": "a", "10.0.0.2": "b", "10.0.0.3": "c", "fd00::2": "b"}
 J1, J2 = ("c1", "j1"), ("c2", "j2")
@@ -334,7 +333,7 @@ def test_core_classifies_a_jobs_connections_and_drops_them_when_it_ends(sleeper)
     plan, and a finished job's rules leave the kernel even while its sockets linger."""
     import asyncio
 
-    from agent.core import AgentCore
+    from grouper.agent.core import AgentCore
 
     q = QueueConfig()
     proc = sleeper()

@@ -3,8 +3,7 @@
 from types import SimpleNamespace
 
 import pytest
-
-from experiments.emulate import _compare, merge_runs
+from grouper.experiments.emulate import _compare, merge_runs
 
 
 def _run(sct_a: float, sct_b: float, steal: float, worst: float, timeouts: int) -> dict:

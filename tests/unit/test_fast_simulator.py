@@ -7,17 +7,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from grouper.common.contention import ContentionModel
+from grouper.pda.priorities import QueueConfig
+from grouper.simulator.engine import Engine
+from grouper.simulator.fast import FastEngine, coflow_shaped
+from grouper.simulator.fast_kernel import build_classes, class_rates
+from grouper.simulator.run import SIM_POLICIES, engine_for, topology_of
+from grouper.workloads.coflow_trace import parse_coflow_trace, trace_workload
+from grouper.workloads.model import Workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from common.contention import ContentionModel
-from pda.priorities import QueueConfig
-from simulator.engine import Engine
-from simulator.fast import FastEngine, coflow_shaped
-from simulator.fast_kernel import build_classes, class_rates
-from simulator.run import SIM_POLICIES, engine_for, topology_of
-from workloads.coflow_trace import parse_coflow_trace, trace_workload
-from workloads.model import Workload
 
 
 @st.composite

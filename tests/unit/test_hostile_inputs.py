@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from grouper.common.cluster_config import check_agent_endpoints, parse_cluster_config
+from grouper.common.errors import ConfigError
+from grouper.workloads.schema import parse_workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.cluster_config import check_agent_endpoints, parse_cluster_config
-from common.errors import ConfigError
 from grouper.cli import main as cli
-from workloads.schema import parse_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = yaml.safe_load((ROOT / "docs" / "cluster.sample.yaml").read_text())
@@ -389,8 +389,8 @@ def test_timeout_stops_a_long_simulation_in_one_line():
 
 
 def test_max_sim_time_stops_a_run_past_it():
-    from simulator.limits import RunLimits
-    from simulator.run import run_policies
+    from grouper.simulator.limits import RunLimits
+    from grouper.simulator.run import run_policies
 
     wl = parse_workload(workload(flows_job(), [50], capacity=1e6))  # 50 s alone
     with pytest.raises(ConfigError, match=r"^--max-sim-time: fs: still running at simulated"):

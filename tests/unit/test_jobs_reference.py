@@ -4,12 +4,12 @@ waiting job's AdaDUAL poll moves the polled all-reduce one more slot (by hand)."
 from __future__ import annotations
 
 import pytest
+from grouper.simulator.jobs.placement import parse_placement
+from grouper.simulator.jobs.schedulers import parse_scheduler
+from grouper.workloads.jobmix import parse_jobmix
 
 from scripts.jobs_reference import Polled
-from simulator.jobs.placement import parse_placement
-from simulator.jobs.schedulers import parse_scheduler
 from tests.unit.test_jobsim import SHARE, mix_doc
-from workloads.jobmix import parse_jobmix
 
 # A (1 GB) all-reduces from 0.2 at 1e9 B/s. B (500 MB) is ready at 0.5, when A has
 # 0.7 GB left: 0.5 / 0.7 > 1/3, so AdaDUAL makes B wait next to A.

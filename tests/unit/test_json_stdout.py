@@ -79,7 +79,7 @@ def test_chatter_on_fd_1_goes_to_stderr():
     code = textwrap.dedent(
         """
         import os, subprocess
-        from common.output import stdout_reserved_for_json, write_json
+        from grouper.common.output import stdout_reserved_for_json, write_json
         with stdout_reserved_for_json(True):
             os.write(1, b"banner from C\\n")
             print("stray print")

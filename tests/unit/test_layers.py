@@ -1,8 +1,9 @@
 """Every import arrow points down the layer map of docs/architecture.md, with no
 exceptions listed anywhere.
 
-Read from the source with ``ast`` (no imports run). A room is a top-level package, or
-one part of ``grouper/``: its generated stubs (``grouper.v1``, part of the bottom), its
+Read from the source with ``ast`` (no imports run). A room is a top-level folder, which
+installs as ``grouper.<folder>`` (``grouper.agent`` is ``agent/``), or one part of
+``grouper/``: its generated stubs (``grouper.v1``, part of the bottom), its
 command line (``grouper.cli``, the top) and the training side (``grouper.client``,
 ``grouper.launcher``, ``grouper.integrations``: what a training environment installs).
 A room imports only rooms on lower floors; the training side imports only the bottom
@@ -31,18 +32,34 @@ FLOORS = {
 }
 TRAINING = {"grouper.client", "grouper.launcher", "grouper.integrations"}
 USES_TRAINING = {"experiments", "grouper.cli", "grouper.client_main"}
-PACKAGES = ("common", "pda", "workloads", "agent", "coordinator", "simulator", "trafficgen",
-            "topologies", "experiments", "grouper")  # fmt: skip
+FOLDERS = ("common", "pda", "workloads", "agent", "coordinator", "simulator", "trafficgen",
+           "topologies", "experiments")  # fmt: skip
+PACKAGES = (*FOLDERS, "grouper")
 
 
 def room_of_module(name: str) -> str | None:
-    """``agent.kernel.nft`` -> ``agent``; ``grouper.cli.main`` -> ``grouper.cli``."""
+    """``grouper.agent.kernel.nft`` -> ``agent``; ``grouper.cli.main`` -> ``grouper.cli``."""
     parts = name.split(".")
-    if parts[0] not in PACKAGES:
+    if parts[0] != "grouper":
         return None
-    if parts[0] == "grouper":
-        return "grouper" if len(parts) == 1 else f"grouper.{parts[1]}"
-    return parts[0]
+    if len(parts) == 1:
+        return "grouper"
+    return parts[1] if parts[1] in FOLDERS else f"grouper.{parts[1]}"
+
+
+def imported_names(path: Path) -> list[str]:
+    """Every absolute module name ``path`` imports (``from grouper import client`` gives
+    ``grouper.client``)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "grouper":
+                names += [f"grouper.{a.name}" for a in node.names]
+            else:
+                names.append(node.module)
+    return names
 
 
 def room_of_file(path: Path) -> str:
@@ -60,19 +77,10 @@ def arrows() -> dict[tuple[str, str], set[str]]:
             if "_pb2" in path.name or path.name == "__init__.py" and package == "grouper":
                 continue
             src = room_of_file(path)
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    names = [node.module]
-                    if node.module == "grouper":  # from grouper import client
-                        names = [f"grouper.{a.name}" for a in node.names]
-                else:
-                    continue
-                for name in names:
-                    dst = room_of_module(name)
-                    if dst is not None and dst != src:
-                        out.setdefault((src, dst), set()).add(str(path.relative_to(ROOT)))
+            for name in imported_names(path):
+                dst = room_of_module(name)
+                if dst is not None and dst != src:
+                    out.setdefault((src, dst), set()).add(str(path.relative_to(ROOT)))
     return out
 
 
@@ -100,3 +108,15 @@ def test_the_checker_sees_imports():
     assert ("grouper.integrations", "grouper.client") in seen
     assert not allowed("agent", "coordinator") and not allowed("common", "pda")
     assert not allowed("agent", "grouper.client") and not allowed("grouper.client", "pda")
+
+
+def test_nothing_imports_our_folders_by_their_bare_names():
+    """``import agent`` would load a second copy of ``grouper.agent`` from the source
+    tree (or someone else's ``agent`` once installed): every name is ``grouper.``."""
+    wrong = {}
+    for top in ("tests", "scripts", "proto", *PACKAGES):
+        for path in (ROOT / top).rglob("*.py"):
+            bare = [n for n in imported_names(path) if n.split(".")[0] in FOLDERS]
+            if bare and "_pb2" not in path.name:
+                wrong[str(path.relative_to(ROOT))] = bare
+    assert wrong == {}

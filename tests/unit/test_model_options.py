@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from common.errors import ConfigError
-from pda.model import Cojob, FlowSpec, Job
-from pda.policies import schedule
-from pda.snapshot import build_snapshot
-from simulator.run import run_policies
-from workloads import parse_workload
+from grouper.common.errors import ConfigError
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.policies import schedule
+from grouper.pda.snapshot import build_snapshot
+from grouper.simulator.run import run_policies
+from grouper.workloads import parse_workload
 
 HOSTS = ["h1", "h2", "h3", "h4"]
 
@@ -128,9 +127,9 @@ def test_goodput_scales_every_transfer_and_bad_values_name_the_field():
 def test_calibrated_goodput_is_one_over_b_at_the_host_link_rate():
     """Wang et al.'s 10 GbE constants (b = 8.53e-10 s/B) move 1.17 GB/s: 0.94 of
     1.25 GB/s; a b slower than the link's rate never gives more than the link."""
-    from common.contention import ContentionModel
-    from simulator.run import goodput_of
-    from workloads.topology import bigswitch
+    from grouper.common.contention import ContentionModel
+    from grouper.simulator.run import goodput_of
+    from grouper.workloads.topology import bigswitch
 
     topo = bigswitch(["h1", "h2"], 1.25e9)
     assert goodput_of(ContentionModel(), topo) == pytest.approx(1 / (8.53e-10 * 1.25e9))

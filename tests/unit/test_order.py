@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from grouper.pda.lowerbound import brute_force_single_port, lp_lower_bound, single_port_sct
+from grouper.pda.order import pda_order, primal_dual_order, stage_weights
+from grouper.pda.snapshot import build_snapshot
+from grouper.workloads import load_workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
-from pda.lowerbound import brute_force_single_port, lp_lower_bound, single_port_sct
-from pda.order import pda_order, primal_dual_order, stage_weights
-from pda.snapshot import build_snapshot
 from tests.unit.helpers import one_port_cojobs, random_chain_matrix
-from workloads import load_workload
 
 
 def test_fig3_order_is_the_papers_optimum():
@@ -186,7 +186,7 @@ def test_a_bound_stopped_early_is_weaker_and_still_below_the_optimum(chains):
 def test_seeding_the_lp_with_pdas_order_reaches_the_same_optimum(seed, hosts, stages):
     """The seed chain adds valid cuts only: over many ports, chains and jobs, the seeded
     LP converges to the optimum of the LP that starts from no cut."""
-    from workloads.random_instance import random_cojobs
+    from grouper.workloads.random_instance import random_cojobs
 
     names, cojobs = random_cojobs(hosts, stages, seed)
     snap = build_snapshot(cojobs, names)
@@ -202,7 +202,7 @@ def test_knowing_the_losers_can_make_pda_worse_because_it_compares_chain_tails()
     step weighs only the last stage of each chain: 1.125 / 6 > 1.25 / 8, so c1/1 goes
     last (average SCT 22.67). Online, c0/2 is assumed to load 8 (1.125 / 8 < 1.25 / 8),
     c0/2 goes last and the order happens to be the optimum (20.67)."""
-    from pda.model import Cojob, FlowSpec, Job
+    from grouper.pda.model import Cojob, FlowSpec, Job
 
     def job(name: str, nbytes: float, **kw: object) -> Job:
         return Job.explicit(name, [FlowSpec("h1", "h2", nbytes)], **kw)

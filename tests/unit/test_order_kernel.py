@@ -4,11 +4,11 @@ ties and chains included (instances built so that exact ties are common)."""
 from __future__ import annotations
 
 import numpy as np
+from grouper.pda.order import primal_dual_order, stage_weights
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
-from pda.order import primal_dual_order, stage_weights
 from tests.unit.pda_reference import reference_order
 
 
@@ -55,8 +55,8 @@ def test_compiled_loop_matches_the_reference(inst: tuple) -> None:
 
 def test_compiled_loop_matches_the_reference_at_scale() -> None:
     """A random 600-stage, 80-port instance with chains: same order position for position."""
-    from pda.snapshot import build_snapshot
-    from workloads.random_instance import random_cojobs
+    from grouper.pda.snapshot import build_snapshot
+    from grouper.workloads.random_instance import random_cojobs
 
     names, cojobs = random_cojobs(40, 600, seed=3)
     snap = build_snapshot(cojobs, names)

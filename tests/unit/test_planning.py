@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from common.queues import QueueConfig
-from coordinator.merge import inbound_of
-from coordinator.planner import plan_hosts
-from coordinator.snapshot import Model
-from pda.planning import Planner
-from pda.snapshot import build_snapshot
-from simulator.run import engine_for, topology_of
-from workloads.generators import testbed as make_testbed
+from grouper.common.queues import QueueConfig
+from grouper.coordinator.merge import inbound_of
+from grouper.coordinator.planner import plan_hosts
+from grouper.coordinator.snapshot import Model
+from grouper.pda.planning import Planner
+from grouper.pda.snapshot import build_snapshot
+from grouper.simulator.run import engine_for, topology_of
+from grouper.workloads.generators import testbed as make_testbed
 
 
 def coordinator_model(hosts: tuple[str, ...], cojobs: list) -> Model:

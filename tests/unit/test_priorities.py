@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.common.queues import QueueConfig, default_dscp_table, tos_byte
+from grouper.pda.admission import adadual_admit
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.policies import flow_priorities, host_plans, schedule
+from grouper.pda.priorities import map_priorities, port_bands
+from grouper.pda.snapshot import build_snapshot
 from scipy import sparse
-
-from common.contention import ContentionModel
-from common.errors import ConfigError
-from common.queues import QueueConfig, default_dscp_table, tos_byte
-from pda.admission import adadual_admit
-from pda.model import Cojob, FlowSpec, Job
-from pda.policies import flow_priorities, host_plans, schedule
-from pda.priorities import map_priorities, port_bands
-from pda.snapshot import build_snapshot
 
 
 def fig7_snapshot():

@@ -3,8 +3,8 @@ waits forever for one that failed."""
 
 import asyncio
 
-from pda.model import Cojob, Job
-from trafficgen.replay import Hosts, _same_time_predecessors, replay
+from grouper.pda.model import Cojob, Job
+from grouper.trafficgen.replay import Hosts, _same_time_predecessors, replay
 
 
 def _cojob(cid: str, arrival: float) -> Cojob:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+from grouper.agent.service import AgentServicer
+from grouper.common.cluster_config import parse_cluster_config
+from grouper.coordinator.links import AgentLink
 
-from agent.service import AgentServicer
-from common.cluster_config import parse_cluster_config
-from coordinator.links import AgentLink
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.configs import cluster_doc
@@ -107,9 +107,9 @@ def test_link_reopens_its_session_after_the_agent_restarts():
 def test_plans_queued_behind_an_event_are_answered_in_their_order():
     """An event is sent at once with any events queued after it; a plan found behind it
     keeps its turn, so results go back in the order plans came."""
-    from agent.registry import Event
-    from agent.session import AgentSession, stage_event
-    from agent.updates import UpdateSource
+    from grouper.agent.registry import Event
+    from grouper.agent.session import AgentSession, stage_event
+    from grouper.agent.updates import UpdateSource
 
     class Context:
         def __init__(self) -> None:

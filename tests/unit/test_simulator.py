@@ -9,15 +9,14 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
-from pda.model import Cojob, FlowSpec, Job
-from simulator.engine import Engine
-from simulator.run import run_policies
-from workloads import load_workload
-from workloads.generators import halving_runs
-from workloads.generators import testbed as make_testbed
-from workloads.placement import Placer
-from workloads.topology import bigswitch, leafspine, parse_topology
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.simulator.engine import Engine
+from grouper.simulator.run import run_policies
+from grouper.workloads import load_workload
+from grouper.workloads.generators import halving_runs
+from grouper.workloads.generators import testbed as make_testbed
+from grouper.workloads.placement import Placer
+from grouper.workloads.topology import bigswitch, leafspine, parse_topology
 
 
 def test_fig3_policies_match_the_paper():
@@ -180,7 +179,7 @@ def test_ps_mode_sequential_pushes_then_pulls_overlap_does_both(mode, sct):
     """2 workers, 1 server, 2 bytes per worker and direction, unit links: a push phase
     loads the server's downlink with 4 (4 s), a pull phase its uplink (4 s); two
     iterations take 16 s in sequence, 8 s when push and pull overlap."""
-    from workloads import parse_workload
+    from grouper.workloads import parse_workload
 
     wl = parse_workload(
         {
@@ -247,7 +246,7 @@ def test_host_local_traffic_is_dropped_or_charged_to_the_hosts_ports(mode, sct):
     the local flow costs nothing: 2 s. On the host's ports both flows share h1's uplink
     at 1/2 each: the remote one ends at 4 s with 2 of the local one done, whose last 2
     take 2 s alone: 6 s."""
-    from workloads import parse_workload
+    from grouper.workloads import parse_workload
 
     wl = parse_workload(
         {
@@ -280,7 +279,7 @@ def test_a_jobs_weight_reaches_the_simulated_plans():
     """Two one-stage rings on one link, b's larger: by size grouper runs a first; with
     weight 4 on b's job it runs b first (the planner the coordinator uses gets the
     weight from the simulator too)."""
-    from workloads import parse_workload
+    from grouper.workloads import parse_workload
 
     def ends(weight: float) -> dict[str, float]:
         wl = parse_workload(

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from grouper.common.errors import ConfigError
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.snapshot import FlowTables, build_snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.errors import ConfigError
-from pda.model import Cojob, FlowSpec, Job
-from pda.snapshot import FlowTables, build_snapshot
 from tests.unit.snapshot_reference import reference_snapshot
 
 HOSTS = ["h1", "h2", "h3", "h4"]
@@ -79,8 +79,8 @@ def test_a_job_waiting_at_the_stage_barrier_does_not_activate_the_next_stage():
     """Job a finished its 2 iterations of stage 1, job b has one left: a waits at the
     barrier, so both are in stage 1 and stage 2 takes no band on h1 yet (it used to
     take band 2 as soon as a reached the barrier)."""
-    from common.queues import QueueConfig
-    from pda.policies import flow_priorities, schedule
+    from grouper.common.queues import QueueConfig
+    from grouper.pda.policies import flow_priorities, schedule
 
     cj = Cojob(
         "c",

@@ -7,9 +7,9 @@ from __future__ import annotations
 import io
 
 import pytest
+from grouper.common.cluster_config import parse_cluster_config
 from rich.console import Console
 
-from common.cluster_config import parse_cluster_config
 from grouper.cli import status
 from grouper.cli.main import main
 from grouper.cli.status import local_address

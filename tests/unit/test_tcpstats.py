@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from experiments.tcpstats import parse_tables, total
+from grouper.experiments.tcpstats import parse_tables, total
 
 
 def test_parse_tables_pairs_names_with_values():

@@ -6,10 +6,10 @@ import asyncio
 
 import grpc
 import pytest
+from grouper.agent.service import AgentServicer
+from grouper.common.cluster_config import parse_cluster_config
+from grouper.coordinator.loop import Coordinator
 
-from agent.service import AgentServicer
-from common.cluster_config import parse_cluster_config
-from coordinator.loop import Coordinator
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.configs import cluster_doc
 from tests.pki import make_pki
@@ -90,7 +90,7 @@ def test_client_without_certificate_is_refused(pki):
 
 class PlanCore(FakeCore):
     def __init__(self, host):
-        from agent.core import EventHub
+        from grouper.agent.core import EventHub
 
         super().__init__(host)
         self.hub = EventHub()
@@ -103,7 +103,8 @@ class PlanCore(FakeCore):
 async def call_as(pki, identity: str) -> dict[str, str]:
     """Each call of the Agent API made with ``identity``'s (validly signed) certificate
     against an agent that takes plans from "coordinator" only: "ok" or the status."""
-    from agent.authz import coordinator_only
+    from grouper.agent.authz import coordinator_only
+
     from grouper.v1 import agent_pb2 as pb
 
     servicer = AgentServicer(PlanCore("h1"), coordinator_only("coordinator"))

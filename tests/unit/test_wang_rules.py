@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from grouper.common.errors import ConfigError
+from grouper.simulator.jobs.engine import Simulation
+from grouper.simulator.jobs.jobstate import COMM
+from grouper.simulator.jobs.placement import parse_placement
+from grouper.simulator.jobs.rules import Rules, parse_rules
+from grouper.simulator.jobs.run import run_jobs
+from grouper.simulator.jobs.schedulers import parse_scheduler
+from grouper.workloads.jobmix import parse_jobmix
 
-from common.errors import ConfigError
 from grouper.cli.main import main
-from simulator.jobs.engine import Simulation
-from simulator.jobs.jobstate import COMM
-from simulator.jobs.placement import parse_placement
-from simulator.jobs.rules import Rules, parse_rules
-from simulator.jobs.run import run_jobs
-from simulator.jobs.schedulers import parse_scheduler
 from tests.unit.test_jobsim import SHARE, mix_doc
-from workloads.jobmix import parse_jobmix
 
 CODE = {"lwf-load": "lwf_load", "adadual-servers": "adadual_servers", "srsf-key": "srsf_key"}
 

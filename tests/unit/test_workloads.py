@@ -7,10 +7,10 @@ import sys
 
 import pytest
 import yaml
+from grouper.common.errors import ConfigError
+from grouper.workloads import load_workload, parse_workload
 
-from common.errors import ConfigError
 from tests.unit.helpers import with_change
-from workloads import load_workload, parse_workload
 
 GOOD = {
     "hosts": ["h1", "h2", "h3"],
@@ -132,7 +132,7 @@ def test_topology_gives_the_hosts_including_a_partial_last_leaf():
 
 
 def test_hosts_and_topology_together_must_name_the_same_hosts():
-    from workloads.schema import parse_workload
+    from grouper.workloads.schema import parse_workload
 
     base = {
         "name": "t",
