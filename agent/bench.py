@@ -17,6 +17,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from grouper.agent.kernel.netns import add_netns, del_netns, ip, veth
 from grouper.common.errors import ConfigError
 from grouper.common.output import write_json
 
@@ -32,33 +33,20 @@ def bench_agent(flows: int, runs: int, json_path: str | None) -> int:
     if os.geteuid() != 0:
         raise ConfigError("bench agent", "needs root (it creates a network namespace)")
     ns = f"grouper-bench-{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
-        subprocess.run(
-            ["ip", "-n", ns, "link", "add", "bench0", "type", "veth", "peer", "name", "bench1"],
-            check=True,
-        )
-        subprocess.run(["ip", "-n", ns, "link", "set", "bench0", "up"], check=True)
+        add_netns(ns)
+        veth(ns, "bench0", ns, "bench1")
+        ip("-n", ns, "link", "set", "bench0", "up")
         proc = subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                sys.executable,
-                "-m",
-                "grouper.agent.bench",
-                str(flows),
-                str(max(runs, 3)),
-            ],
-            capture_output=True,
-            text=True,
-        )
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "grouper.agent.bench",
+             str(flows), str(max(runs, 3))],
+            capture_output=True, text=True,
+        )  # fmt: skip
         if proc.returncode != 0:
             raise RuntimeError(f"bench failed: {proc.stderr[-2000:]}")
         result = json.loads(proc.stdout)
     finally:
-        subprocess.run(["ip", "netns", "del", ns], check=False)
+        del_netns(ns)
     write_json(result, json_path)
     if json_path != "-":
         print(

@@ -38,6 +38,7 @@ import sys
 import time
 from typing import Any
 
+from grouper.agent.kernel.netns import NetnsPair
 from grouper.common.errors import ConfigError
 from grouper.common.output import table, write_json
 
@@ -73,8 +74,9 @@ def bench_datapath(
     states = STATES if txqueues == 1 else MQ_STATES
     samples: dict[str, list[dict[str, float]]] = {s: [] for s in states}
     server = None
+    net = NetnsPair(a, b, "10.97.0.1", "10.97.0.2", "dpa", "dpb", txqueues)
     try:
-        _net(a, b, txqueues)
+        net.open()
         server = subprocess.Popen(
             ["ip", "netns", "exec", b, "iperf3", "-s", "-p", str(PORT)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -91,8 +93,7 @@ def bench_datapath(
         if server is not None:
             server.terminate()
             server.wait(10)
-        for ns in (a, b):
-            subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        net.close()
     result = {
         "entries": entries,
         "streams": streams,
@@ -192,35 +193,6 @@ def _cpu_jiffies() -> tuple[int, int]:
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:9]]
     return fields[7], sum(fields)
-
-
-def _net(a: str, b: str, txqueues: int) -> None:
-    def ip(*args: str) -> None:
-        subprocess.run(["ip", *args], check=True, capture_output=True)
-
-    ip("netns", "add", a)
-    ip("netns", "add", b)
-    mq = ("numtxqueues", str(txqueues), "numrxqueues", str(txqueues))
-    ip(
-        "link",
-        "add",
-        "dpa",
-        "netns",
-        a,
-        *mq,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "dpb",
-        "netns",
-        b,
-        *mq,
-    )
-    for ns, nic, addr in ((a, "dpa", "10.97.0.1"), (b, "dpb", "10.97.0.2")):
-        ip("-n", ns, "addr", "add", f"{addr}/24", "dev", nic)
-        ip("-n", ns, "link", "set", nic, "up")
-        ip("-n", ns, "link", "set", "lo", "up")
 
 
 def _iperf(ns: str, streams: int, seconds: float) -> dict[str, float]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import grpc
 import yaml
+from grouper.agent.kernel import netns
 
 from tests.configs import write_cluster
 
@@ -54,39 +55,25 @@ class NetPair:
         try:
             for ns in (self.a, self.b, self.s):
                 if ns:
-                    sh("ip", "netns", "add", ns)
-                    sh("ip", "-n", ns, "link", "set", "lo", "up")
+                    netns.add_netns(ns)
             if self.s is None:
-                self._veth(self.a, self.nic_a, self.b, self.nic_b)
+                netns.veth(self.a, self.nic_a, self.b, self.nic_b, txqueues)
             else:
                 self._switch(switch_mbps or 0.0)
-            for ns, nic, addr in (
-                (self.a, self.nic_a, self.addr_a),
-                (self.b, self.nic_b, self.addr_b),
-            ):
-                sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", nic)
-                sh("ip", "-n", ns, "link", "set", nic, "up")
+            netns.address(self.a, self.nic_a, f"{self.addr_a}/24")
+            netns.address(self.b, self.nic_b, f"{self.addr_b}/24")
         except BaseException:
             self.close()
             raise
-
-    def _veth(self, ns1: str, nic1: str, ns2: str, nic2: str) -> None:
-        mq = ["numtxqueues", str(self.txqueues), "numrxqueues", str(self.txqueues)]
-        sh("ip", "link", "add", nic1, "netns", ns1, *mq, "type", "veth",
-           "peer", "name", nic2, "netns", ns2, *mq)  # fmt: skip
 
     def _switch(self, mbps: float) -> None:
         from grouper.common.queues import QueueConfig
         from grouper.topologies.leafspine import switch_queue_commands
 
         assert self.s is not None
-        self._veth(self.a, self.nic_a, self.s, "pa")
-        self._veth(self.b, self.nic_b, self.s, "pb")
-        sh("ip", "-n", self.s, "link", "add", "br0", "type", "bridge")
-        for dev in ("pa", "pb", "br0"):
-            if dev != "br0":
-                sh("ip", "-n", self.s, "link", "set", dev, "master", "br0")
-            sh("ip", "-n", self.s, "link", "set", dev, "up")
+        netns.veth(self.a, self.nic_a, self.s, "pa", self.txqueues)
+        netns.veth(self.b, self.nic_b, self.s, "pb", self.txqueues)
+        netns.bridge(self.s, "br0", "pa", "pb")
         for cmd in switch_queue_commands("pb", mbps, QueueConfig()):
             self.run(self.s, *cmd.split())
 
@@ -119,9 +106,7 @@ class NetPair:
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
-        for ns in (self.a, self.b, self.s):
-            if ns:
-                sh("ip", "netns", "del", ns, check=False)
+        netns.del_netns(*(ns for ns in (self.a, self.b, self.s) if ns))
 
 
 @functools.cache
@@ -133,13 +118,13 @@ def kernel_backends() -> tuple[str, ...]:
     if os.geteuid() != 0:
         return ("htb",)
     ns = f"gkprobe{os.getpid() % 100000}"
-    sh("ip", "netns", "add", ns)
     try:
-        sh("ip", "-n", ns, "link", "add", "probe", "type", "veth", "peer", "name", "probe1")
+        netns.add_netns(ns)
+        netns.veth(ns, "probe", ns, "probe1")
         prio = sh("tc", "-n", ns, "qdisc", "add", "dev", "probe", "root", "prio", check=False)
         return ("htb", "prio") if prio.returncode == 0 else ("htb",)
     finally:
-        sh("ip", "netns", "del", ns, check=False)
+        netns.del_netns(ns)
 
 
 def backend_params() -> list:
@@ -327,31 +312,13 @@ class NetStar:
         self._made: list[str] = []
         try:
             for ns in (self.switch, *self.hosts):
-                sh("ip", "netns", "add", ns)
                 self._made.append(ns)
-                sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
-            sh("ip", "-n", self.switch, "link", "set", "br0", "up")
-            for i, (ns, addr) in enumerate(zip(self.hosts, self.addrs, strict=True)):
-                port = f"p{i + 1}"
-                sh(
-                    "ip",
-                    "link",
-                    "add",
-                    self.nic,
-                    "netns",
-                    ns,
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    port,
-                    "netns",
-                    self.switch,
-                )
-                sh("ip", "-n", self.switch, "link", "set", port, "master", "br0", "up")
-                sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", self.nic)
-                sh("ip", "-n", ns, "link", "set", self.nic, "up")
+                netns.add_netns(ns)
+            ports = [f"p{i + 1}" for i in range(n)]
+            for ns, addr, port in zip(self.hosts, self.addrs, ports, strict=True):
+                netns.veth(ns, self.nic, self.switch, port)
+                netns.address(ns, self.nic, f"{addr}/24")
+            netns.bridge(self.switch, "br0", *ports)
         except BaseException:
             self.close()
             raise
@@ -369,8 +336,7 @@ class NetStar:
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
-        for ns in self._made:
-            sh("ip", "netns", "del", ns, check=False)
+        netns.del_netns(*self._made)
 
 
 def ipv6_pair_config(pair: NetPair, path: Path, a6: str, b6: str) -> Path:

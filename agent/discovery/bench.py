@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 from grouper.agent.cgroups import Cgroups
+from grouper.agent.kernel.netns import NetnsPair
 from grouper.common.errors import ConfigError
 from grouper.common.flows import host_flow_id
 from grouper.common.output import write_json
@@ -92,6 +93,7 @@ class Testbed:
     def __init__(self, interval: float, mechanism: str = "pids") -> None:
         tag = os.getpid() % 100000
         self.a, self.b = f"gdisc{tag}a", f"gdisc{tag}b"
+        self.net = NetnsPair(self.a, self.b, "10.98.0.1", "10.98.0.2")
         self.interval = interval
         self.mechanism = mechanism
         cgroups = Cgroups.probe() if mechanism == "cgroup" else None
@@ -103,7 +105,7 @@ class Testbed:
 
     def __enter__(self) -> Testbed:
         try:
-            self._net()
+            self.net.open()
             if self.cgroups is not None:
                 os.makedirs(self.cgroups.directory(self.cg_root))
             self._agent()
@@ -121,24 +123,10 @@ class Testbed:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-        for ns in (self.a, self.b):
-            subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        self.net.close()
         if self.cgroups is not None:
             self.cgroups.remove_tree(self.cg_root)
         self.tmp.cleanup()
-
-    def _ip(self, *args: str) -> None:
-        subprocess.run(["ip", *args], check=True, capture_output=True)
-
-    def _net(self) -> None:
-        self._ip("netns", "add", self.a)
-        self._ip("netns", "add", self.b)
-        self._ip("link", "add", "gva", "netns", self.a, "type", "veth", "peer", "name", "gvb",
-                 "netns", self.b)  # fmt: skip
-        for ns, nic, addr in ((self.a, "gva", "10.98.0.1"), (self.b, "gvb", "10.98.0.2")):
-            self._ip("-n", ns, "addr", "add", f"{addr}/24", "dev", nic)
-            self._ip("-n", ns, "link", "set", nic, "up")
-            self._ip("-n", ns, "link", "set", "lo", "up")
 
     def _spawn(self, ns: str, *args: str, **kw: Any) -> subprocess.Popen:
         # nsenter, not ip netns exec (which remounts /sys): cgroup2 stays visible
