@@ -10,8 +10,9 @@ Addressing: host k of leaf l is ``10.<l+1>.<k+1>.2/24`` behind its leaf at ``.1`
 leaf l and spine s meet on ``10.200.<l*S+s>.0/24`` (leaf .1, spine .2).
 
 Every router egress port (toward hosts and uplinks) gets the cluster's priority
-queues keyed by DSCP: an HTB root at the link rate, one class per band (strict
-priority emulation: tiny guaranteed rate, ceil = link rate, prio = band) and a u32
+queues keyed by DSCP: strict priority emulated with HTB, the class tree of
+:mod:`grouper.common.strict_priority` that the agents' ``htb`` backend builds too (tiny
+guaranteed rate, ceil = link rate, prio = band), a shallow pfifo per band and a u32
 ``ip dsfield`` filter per code point of the DSCP table. Host NICs are left to the
 agents, which install the same queues there.
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grouper.common.queues import QueueConfig
+from grouper.common.strict_priority import leaf_minor, strict_priority_classes
 from grouper.pda.switch_queues import switch_queue_map
 
 
@@ -69,28 +71,26 @@ RTO_MIN = "10ms"  # hosts' per-route TCP retransmission timeout floor
 
 def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[str]:
     """tc commands giving ``dev`` the cluster's DSCP-keyed strict-priority queues."""
-    rate = f"{mbps}mbit"
-    tiny = f"{max(mbps * 1000 * queues.min_share, 8):g}kbit"
     qmap = switch_queue_map(queues)  # the map grouper switch-config writes for switches
-    default = 0x10 + qmap.default_band
+    classes = strict_priority_classes(queues.queues, int(mbps * 1e6 / 8), queues.min_share)
     cmds = [
-        f"tc qdisc replace dev {dev} root handle 1: htb default {default:x}",
-        f"tc class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} quantum 1514",
+        f"tc qdisc replace dev {dev} root handle 1: htb default {leaf_minor(qmap.default_band):x}"
     ]
-    for band in range(queues.queues):
+    for c in classes:
+        parent = f"1:{c.parent_minor:x}" if c.parent_minor else "1:"
         cmds.append(
-            f"tc class add dev {dev} parent 1:1 classid 1:{0x10 + band:x} htb "
-            f"rate {tiny} ceil {rate} prio {min(band, 7)} quantum 1514"
+            f"tc class add dev {dev} parent {parent} classid 1:{c.minor:x} htb "
+            f"rate {c.rate * 8}bit ceil {c.ceil * 8}bit prio {c.prio} quantum 1514"
         )
     for band in range(queues.queues):  # shallow buffers, as switch ports have
         cmds.append(
-            f"tc qdisc add dev {dev} parent 1:{0x10 + band:x} handle {0x20 + band:x}: "
+            f"tc qdisc add dev {dev} parent 1:{leaf_minor(band):x} handle {0x20 + band:x}: "
             f"pfifo limit {SWITCH_QUEUE_PACKETS}"
         )
     for band, dscp in enumerate(qmap.table):
         cmds.append(
             f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip "
-            f"dsfield {dscp << 2:#x} 0xfc flowid 1:{0x10 + band:x}"
+            f"dsfield {dscp << 2:#x} 0xfc flowid 1:{leaf_minor(band):x}"
         )
     return cmds
 

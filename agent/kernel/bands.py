@@ -3,8 +3,8 @@
 Two backends:
 
 * ``prio``: ``tc prio`` with one band per queue (real hosts have it);
-* ``htb``: strict priority emulated with HTB: one parent class at the link rate, one
-  leaf per band with a tiny guaranteed rate, ``ceil`` = link rate and ``prio`` = band.
+* ``htb``: strict priority emulated with HTB: the class tree of
+  :mod:`grouper.common.strict_priority` (the emulated switches build the same one).
 
 The same builder makes the single root of a single-queue NIC and the per-queue children
 under the ``mq`` root of a multi-queue NIC; only ``major`` and ``parent`` differ.
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grouper.agent.kernel.layout import HTB_PARENT_MINOR, BandLayout
+from grouper.agent.kernel.layout import BandLayout
+from grouper.common.strict_priority import HTB_PRIOS, leaf_rate, strict_priority_classes
 from pyroute2 import IPRoute
 
-HTB_MAX_BANDS = 8  # HTB class prio is 0..7
+HTB_MAX_BANDS = HTB_PRIOS  # a band per HTB class prio (0..7)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class QdiscSpec:
 
     def leaf_rate(self) -> int:
         """HTB leaves' guaranteed rate: ``min_share`` of the link, at least 1 kB/s."""
-        return max(int(self.rate_bps * self.min_share), 1000)
+        return leaf_rate(self.rate_bps, self.min_share)
 
 
 def read_classes(ipr: IPRoute, index: int, majors: set[int]) -> dict[int, dict]:
@@ -101,10 +102,10 @@ def _ensure_htb_classes(
     ipr: IPRoute, index: int, spec: QdiscSpec, major: int, exists: bool
 ) -> list[str]:
     have = read_classes(ipr, index, {major}) if exists else {}
-    top = (major << 16) | HTB_PARENT_MINOR
-    want = {top: (major << 16, spec.rate_bps, spec.rate_bps, 0)}
-    for b in range(spec.bands):
-        want[spec.layout.classid(b, major)] = (top, spec.leaf_rate(), spec.rate_bps, b)
+    want = {
+        (major << 16) | c.minor: ((major << 16) | c.parent_minor, c.rate, c.ceil, c.prio)
+        for c in strict_priority_classes(spec.bands, spec.rate_bps, spec.min_share)
+    }
     changes = []
     for handle, (par, rate, ceil, prio) in want.items():
         cur = have.get(handle)

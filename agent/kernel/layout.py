@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grouper.common.strict_priority import HTB_LEAF_BASE
+
 # Our qdisc handle major "GR" (0x4752): how the agent recognises what it installed.
 HANDLE_MAJOR = 0x4752
 HANDLE = HANDLE_MAJOR << 16
-HTB_PARENT_MINOR = 0x1
-HTB_LEAF_BASE = 0x10
 MAX_TX_QUEUES = 0x7FFF - HANDLE_MAJOR  # child majors stay below 0x8000 (a BPF s32 immediate)
 
 
