@@ -7,45 +7,41 @@ import os
 import re
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from grouper.common.contention import ContentionModel  # noqa: E402
-from grouper.common.errors import ConfigError  # noqa: E402
-from grouper.pda.calibration import Fit  # noqa: E402
+import numpy as np
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
+from grouper.pda.calibration import Fit
+from grouper.simulator import plots
 
 
 def plot_fit(fit: Fit, path: Path, title: str) -> Path:
     """(a) one task alone: time against size, with ``a + b M``; (b) time against the
     number of concurrent tasks, per size, with Eq. 5. Points are measured."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = plots.figure((10, 4), ncols=2)
     m = fit.model
     alone = [r for r in fit.residuals if r["k"] == 1]
     x = np.array([r["bytes"] for r in alone]) / 1e6
     ax1.plot(x, [r["measured"] for r in alone], "o", label="measured")
     grid = np.linspace(0, x.max() * 1.05, 50)
     ax1.plot(grid, [m.time(1, g * 1e6) for g in grid], "-", label="a + b M")
-    ax1.set_xlabel("message size M (MB)")
-    ax1.set_ylabel("all-reduce time (s)")
-    ax1.set_title("(a) one task")
-    ax1.legend()
+    plots.label(
+        ax1, "message size M (MB)", "all-reduce time (s)", "(a) one task", grid=None, legend=False
+    )
+    ax1.legend()  # the default size: two entries
     for size in sorted({r["bytes"] for r in fit.residuals}):
         pts = sorted((r["k"], r["measured"]) for r in fit.residuals if r["bytes"] == size)
         ks = np.array([p[0] for p in pts])
         line = ax2.plot(ks, [p[1] for p in pts], "o", label=f"{size / 1e6:g} MB")[0]
         ax2.plot(ks, [m.time(k, size) for k in ks], "-", color=line.get_color())
-    ax2.set_xlabel("concurrent tasks k")
-    ax2.set_ylabel("average time per task (s)")
-    ax2.set_title("(b) k tasks: points measured, lines Eq. 5")
-    ax2.legend(fontsize=8)
+    plots.label(
+        ax2,
+        "concurrent tasks k",
+        "average time per task (s)",
+        "(b) k tasks: points measured, lines Eq. 5",
+        grid=None,
+    )
     fig.suptitle(f"{title}: a={m.a:.3g} s, b={m.b:.3g} s/B, eta={m.eta:.3g} s/B")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return plots.save(fig, path)
 
 
 _KEY = re.compile(r"^(?P<indent>\s+)(?P<key>a|b|eta):(?P<gap>\s*)(?P<value>[^#\s]+)(?P<rest>.*)$")

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from grouper.simulator import plots
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ("delivery", "agents", "stages", "changed", "seconds", "collect_seconds",
@@ -81,12 +82,7 @@ def fit(rows: list[dict], delivery: str) -> dict:
 
 
 def _plot(rows: list[dict], fits: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plots.figure((6.5, 4.5))
     for delivery, style in (("update", "-"), ("result", "--")):
         sel = [r for r in rows if r["delivery"] == delivery]
         if not sel:
@@ -99,12 +95,9 @@ def _plot(rows: list[dict], fits: dict, path: str) -> None:
     ax.axhline(1.0, color="grey", linestyle=":", label="1 s cycle goal")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("agents (10 stages each)")
-    ax.set_ylabel("seconds (median of 3 periods)")
-    ax.set_title(f"coordinator, {rows[0]['changed']:.0%} of jobs progressing per period")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    title = f"coordinator, {rows[0]['changed']:.0%} of jobs progressing per period"
+    plots.label(ax, "agents (10 stages each)", "seconds (median of 3 periods)", title, grid=None)
+    plots.save(fig, path)
 
 
 if __name__ == "__main__":

@@ -9,14 +9,11 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from grouper.simulator.jobs.rar_engine import run_rar  # noqa: E402
-from grouper.simulator.jobs.sjfbco import parse_rar_policy  # noqa: E402
-from grouper.workloads.rarmix import yu_rar  # noqa: E402
+import numpy as np
+from grouper.simulator import plots
+from grouper.simulator.jobs.rar_engine import run_rar
+from grouper.simulator.jobs.sjfbco import parse_rar_policy
+from grouper.workloads.rarmix import yu_rar
 
 FIG = Path(__file__).resolve().parent.parent / "docs" / "figures"
 POLICIES = ("sjf-bco", "ff", "ls", "rand")
@@ -31,17 +28,11 @@ def point(task: tuple) -> dict:
 
 
 def curve(xs: tuple, ys: dict[int, list[float]], label: str, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = plots.figure((5, 3.5))
     for seed, y in ys.items():
         ax.plot(xs, y, marker="o", label=f"seed {seed}")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel(label)
-    ax.set_ylabel("makespan (s)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plots.finish(fig, ax, path, label, "makespan (s)")
 
 
 def main() -> int:
@@ -94,16 +85,11 @@ def servers_table(res: dict, seeds: tuple[int, ...]) -> None:
         cells = " | ".join(f"{mean[p][i]:.0f}" for p in POLICIES)
         lead = (1 - mean["sjf-bco"][i] / best) * 100
         print(f"| {n} | {cells} | {lead:.1f}% | {won} of {len(seeds)} |")
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = plots.figure((5, 3.5))
     for p in POLICIES:
         ax.plot(xs, mean[p], marker="o", label=p)
-    ax.set_xlabel("servers")
-    ax.set_ylabel(f"mean makespan over {len(seeds)} seeds (s)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(FIG / "yu-servers.png", dpi=120)
-    plt.close(fig)
+    ylabel = f"mean makespan over {len(seeds)} seeds (s)"
+    plots.finish(fig, ax, FIG / "yu-servers.png", "servers", ylabel)
 
 
 if __name__ == "__main__":

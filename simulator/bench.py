@@ -17,6 +17,7 @@ import time
 
 from grouper.common.errors import ConfigError
 from grouper.common.output import table, write_json
+from grouper.simulator import plots
 
 POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper")
 
@@ -129,26 +130,16 @@ def bench_simulator(
 
 def plot_growth(growth: list[dict], path: str) -> str:
     """Wall seconds and peak MB of every policy against the flows of each fraction."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     flows = [g["flows"] for g in growth]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, (ax1, ax2) = plots.figure((9, 3.6), ncols=2)
     for p in growth[-1]["policies"]:
         ax1.plot(flows, [g["policies"][p]["seconds"] for g in growth], "o-", label=p)
         ax2.plot(flows, [g["policies"][p]["peak_mb"] for g in growth], "o-", label=p)
     for ax, what in ((ax1, "wall seconds (loading included)"), (ax2, "peak MB")):
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("flows in the trace prefix")
-        ax.set_ylabel(what)
-        ax.grid(True, which="both", alpha=0.3)
-    ax1.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        plots.label(ax, "flows in the trace prefix", what, grid="both", legend=ax is ax1)
+    plots.save(fig, path, dpi=110)
     return path
 
 

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from grouper.simulator.jobs.engine import JobsResult  # noqa: E402
-from grouper.simulator.report import finish  # noqa: E402
+import numpy as np
+from grouper.simulator import plots
+from grouper.simulator.jobs.engine import JobsResult
 
 
 def _label(r: JobsResult) -> str:
@@ -20,21 +16,20 @@ def _label(r: JobsResult) -> str:
 
 
 def _cdf(runs: list[JobsResult], values: list[np.ndarray]) -> tuple:
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plots.figure((6, 4))
     for r, v in zip(runs, values, strict=True):
-        x = np.sort(v)
-        ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=_label(r))
+        plots.cdf(ax, v, _label(r))
     return fig, ax
 
 
 def jct_cdf(runs: list[JobsResult], path: Path, title: str) -> Path:
     fig, ax = _cdf(runs, [np.array([j["jct"] for j in r.jobs]) for r in runs])
-    return finish(fig, ax, path, "job completion time (s)", "CDF", f"{title}: JCT")
+    return plots.finish(fig, ax, path, "job completion time (s)", "CDF", f"{title}: JCT")
 
 
 def utilization(runs: list[JobsResult], path: Path, title: str) -> Path:
     fig, ax = _cdf(runs, [np.asarray(r.gpu_utilization) * 100 for r in runs])
-    return finish(
+    return plots.finish(
         fig, ax, path, "GPU utilisation over the makespan (%)", "CDF of GPUs",
         f"{title}: GPU utilisation",
     )  # fmt: skip
@@ -47,21 +42,8 @@ def bars(runs: list[JobsResult], path: Path, title: str) -> Path:
         ("p95_jct", "95th pct JCT"),
         ("makespan", "makespan"),
     ]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    width = 0.8 / max(len(runs), 1)
-    for i, r in enumerate(runs):
-        ax.bar(
-            np.arange(len(metrics)) + i * width,
-            [r.summary[m] for m, _ in metrics],
-            width,
-            label=_label(r),
-        )
-    ax.set_xticks(np.arange(len(metrics)) + width * (len(runs) - 1) / 2)
-    ax.set_xticklabels([name for _, name in metrics])
-    ax.set_ylabel("seconds")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    fig, ax = plots.figure((7, 4))
+    series = [(_label(r), [r.summary[m] for m, _ in metrics]) for r in runs]
+    plots.grouped_bars(ax, series, [name for _, name in metrics])
+    plots.label(ax, None, "seconds", title, grid=None)
+    return plots.save(fig, path)
