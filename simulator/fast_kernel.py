@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from grouper.simulator.allocator import EPS, MAX_ROUNDS, allocate
-from grouper.simulator.allocator_kernel import _csr, _group
+from grouper.simulator.allocator_kernel import _csr, _group, _virtual_capacity
 from numba import njit
 
 
@@ -127,36 +127,18 @@ def _maxmin_w(
 
 
 @njit(cache=True)
-def _vcap_w(
-    used_class: np.ndarray, pf: np.ndarray, vidx: np.ndarray, cap_v: np.ndarray, vlink: np.ndarray
-) -> np.ndarray:
-    """What every queue gets, from the capacity each class uses (rate x flows)."""
-    nv = len(vlink)
-    used = np.zeros(nv)
-    for i in range(len(pf)):
-        used[vidx[i]] += used_class[pf[i]]
-    out = np.empty(nv)
-    above = 0.0
-    for v in range(nv):
-        if v > 0 and vlink[v] != vlink[v - 1]:
-            above = 0.0
-        out[v] = max(cap_v[v] - above, 0.0)
-        above += used[v]
-    return out
-
-
-@njit(cache=True)
 def _fixed_point(
     pf: np.ndarray, vidx: np.ndarray, mult: np.ndarray, start_used: np.ndarray,
     cap_v: np.ndarray, vlink: np.ndarray, by_flow: np.ndarray, flow_start: np.ndarray,
     by_v: np.ndarray, v_start: np.ndarray, tol: float, max_rounds: int,
 ) -> tuple[np.ndarray, bool]:  # fmt: skip
     n = len(mult)
-    vcap = _vcap_w(start_used, pf, vidx, cap_v, vlink)
+    unit = np.ones(len(cap_v))  # a class's use is counted at face value (rate x flows)
+    vcap = _virtual_capacity(start_used, pf, vidx, unit, cap_v, vlink)
     rates = np.zeros(n)
     for _ in range(max_rounds):
         rates = _maxmin_w(pf, vidx, mult, vcap, n, tol, by_flow, flow_start, by_v, v_start)
-        again = _vcap_w(rates * mult, pf, vidx, cap_v, vlink)
+        again = _virtual_capacity(rates * mult, pf, vidx, unit, cap_v, vlink)
         settled = True
         for v in range(len(vcap)):
             if abs(again[v] - vcap[v]) > tol + 1e-9 * abs(vcap[v]):
