@@ -123,6 +123,16 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+JSON_HELP = "write the result as JSON (- = stdout)"
+
+
+def add_json(parser: argparse.ArgumentParser, help_: str = JSON_HELP) -> None:
+    """``--json PATH`` on ``parser``, the one way a subcommand takes it (checked before
+    the work by ``flags.check_outputs``, written by ``common.output.write_json``);
+    ``help_`` when the subcommand writes something other than its result."""
+    parser.add_argument("--json", metavar="PATH", help=help_)
+
+
 # adds a subcommand: add(name, handler, help) -> its parser
 Add = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -138,7 +148,7 @@ def adder(sub: argparse._SubParsersAction, *, json_option: bool = False) -> Add:
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.set_defaults(fn=fn)
         if json_option:
-            sp.add_argument("--json", metavar="PATH")
+            add_json(sp)
         return sp
 
     return add

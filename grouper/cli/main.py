@@ -114,7 +114,7 @@ def _add_order(add: T.Add) -> None:
         action="store_true",
         help="ignore declared job stage counts: assume every job runs all stages",
     )
-    o.add_argument("--json", metavar="PATH", help="write the result as JSON (- = stdout)")
+    T.add_json(o)
 
 
 def _add_lower_bound(add: T.Add) -> None:
@@ -134,7 +134,7 @@ def _add_lower_bound(add: T.Add) -> None:
         "first round always ends): the bound of the last round solved, "
         "weaker if cuts were left but still valid; the output says so",
     )
-    lb.add_argument("--json", metavar="PATH")
+    T.add_json(lb)
 
 
 def _add_simulate(add: T.Add) -> None:
@@ -196,7 +196,7 @@ def _add_simulate(add: T.Add) -> None:
     )
     _add_sweep_runners(sim)
     sim.add_argument("--out", help="directory for CSV and PNG files")
-    sim.add_argument("--json", metavar="PATH")
+    T.add_json(sim)
 
 
 def _add_simulate_jobs(sim: argparse.ArgumentParser) -> None:
@@ -271,7 +271,7 @@ def _add_emulate(add: T.Add) -> None:
         "coordinator's admission and the prediction use them",
     )
     em.add_argument("--out", help="directory for logs and plots")
-    em.add_argument("--json", metavar="PATH")
+    T.add_json(em)
 
 
 def _add_calibrate(add: T.Add) -> None:
@@ -306,7 +306,7 @@ def _add_calibrate(add: T.Add) -> None:
     )
     ca.add_argument("--write", metavar="CLUSTER.yaml", help="store a, b, eta in its admission")
     ca.add_argument("--out", help="directory for the plot")
-    ca.add_argument("--json", metavar="PATH")
+    T.add_json(ca)
 
 
 def _add_daemons(add: T.Add) -> None:

@@ -56,7 +56,7 @@ def add_status(add: T.Add) -> None:
         "--timeout", type=T.real(0.1, 60), default=2.0, help="seconds to wait for each agent"
     )
     st.add_argument("--once", action="store_true", help="print one snapshot and exit")
-    st.add_argument("--json", metavar="PATH", help="write one snapshot as JSON (- = stdout)")
+    T.add_json(st, "write one snapshot as JSON (- = stdout)")
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ standard output parsed (``make test-newest`` runs this with the newest libraries
 from __future__ import annotations
 
 import argparse
+import ast
 import atexit
 import json
 import shutil
@@ -16,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from grouper.cli.argtypes import JSON_HELP
 from grouper.cli.main import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # a two-coflow trace in the coflow benchmark's format (the project does not ship one)
 TRACE = Path(tempfile.mkdtemp(prefix="grouper-json-")) / "trace.txt"
@@ -45,19 +49,50 @@ PRIVILEGED = {
 }
 
 
-def commands_with_json(parser: argparse.ArgumentParser, prefix: str = "") -> set[str]:
-    found = set()
+def json_options(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.Action]:
+    """Every subcommand that takes ``--json`` -> that option."""
+    found = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
-                found |= commands_with_json(sub, f"{prefix} {name}".strip())
+                found |= json_options(sub, f"{prefix} {name}".strip())
         elif "--json" in action.option_strings:
-            found.add(prefix)
+            found[prefix] = action
     return found
+
+
+def commands_with_json(parser: argparse.ArgumentParser) -> set[str]:
+    return set(json_options(parser))
 
 
 def test_every_json_command_is_covered():
     assert commands_with_json(build_parser()) == set(UNPRIVILEGED) | PRIVILEGED
+
+
+def test_every_json_option_is_the_shared_one():
+    """One ``--json PATH`` (``argtypes.add_json``): the same metavar and help everywhere,
+    but where a subcommand writes something other than its result (status: a snapshot)."""
+    options = json_options(build_parser())
+    helps = {name: (o.metavar, o.dest, o.help) for name, o in options.items()}
+    own = {"status": "write one snapshot as JSON (- = stdout)"}
+    assert helps == {name: ("PATH", "json", own.get(name, JSON_HELP)) for name in options}
+
+
+def test_only_add_json_adds_the_option():
+    """No subcommand adds ``--json`` by hand: every ``add_argument("--json", ...)`` in
+    the source is the one in ``argtypes.add_json``."""
+    found = []
+    for top in ("grouper", "common", "pda", "workloads", "agent", "coordinator", "simulator",
+                "trafficgen", "topologies", "experiments"):  # fmt: skip
+        for path in (ROOT / top).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "attr", None) == "add_argument"
+                    and any(getattr(a, "value", None) == "--json" for a in node.args)
+                ):
+                    found.append(str(path.relative_to(ROOT)))
+    assert found == ["grouper/cli/argtypes.py"]
 
 
 @pytest.mark.parametrize("command", sorted(UNPRIVILEGED))
