@@ -11,18 +11,38 @@ freed when jobs end (documented limitation: the generators spread cojobs over ti
 * ``lwf:K``: LWF-kappa (Wang et al., Algorithm 1): a job of at most K participants is
   placed like ``list``; a larger one takes the least loaded servers and fills them
   server by server, consolidating its participants.
-* ``sjf-bco``: after Yu et al. (Algorithms 1-3): small jobs (at most K=4 participants)
-  are packed first-fit into servers already in use (FA-FFP), larger ones go to the least
-  busy servers by average slot workload (LBSGF). The bisection over the execution-time
-  bound is not implemented (the extracted listing is unreadable there).
+* ``sjf-bco`` (``sjf-bco:K``): after Yu et al. (Algorithms 1-3): a job of at most K
+  participants (default 4) is packed into servers already in use (FA-FFP), a larger one
+  goes to the least busy servers by average slot workload (LBSGF). This is
+  :class:`SjfBco` with ``fragments="by-server"`` and lambda 1. There is no bisection
+  over an execution-time bound here: placement is static, jobs have no planned times.
+
+:class:`SjfBco` is the one SJF-BCO GPU choice, also used by the job-level planner
+(``simulator/jobs/sjfbco.py``, with the bisection and the kappa sweep). Its callers
+differ, each keeping its own results:
+
+* FA-FFP's order of fragments is a named option. ``by-gpu`` (the planner): the GPUs of
+  servers in use come first, the least busy GPU first across all of them. ``by-server``
+  (``sjf-bco`` here): the servers in use one at a time, least busy server (average slot
+  workload) first, then the unused servers in index order; in each server the least busy
+  slot first. LBSGF fills its servers one at a time for both.
+* What the callers pass in: the planner's busy measure is when a GPU is next free, its
+  candidates are the GPUs that fit the bound (for FA-FFP: those free earliest), a server
+  is in use when one of its GPUs is busy, and lambda comes from the workload. Here it is
+  the workload given to a slot so far, every slot is a candidate, a server is in use
+  once a job has a slot on it, and lambda is 1 (no effect when every slot may be taken).
+  A job with more participants than slots takes the choice again, in the same order.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from grouper.common.errors import ConfigError
 
 PLACEMENTS = ("random", "first-fit", "list", "lwf", "sjf-bco")
+FRAGMENTS = ("by-gpu", "by-server")  # FA-FFP's order of fragments, see SjfBco
 
 
 class Placer:
@@ -38,6 +58,7 @@ class Placer:
         self.load = np.zeros((hosts, slots))  # workload per slot
         self.used = np.zeros((hosts, slots), dtype=np.int64)  # jobs placed per slot
         self.rng = np.random.default_rng(seed)
+        self.bco = SjfBco(np.full(hosts, slots), fragments="by-server")
 
     def place(self, n: int, work: float) -> list[int]:
         """Hosts of ``n`` participants of a job with per-participant ``work``."""
@@ -57,18 +78,24 @@ class Placer:
             else:
                 hosts, slots = (picked // self.slots).tolist(), (picked % self.slots).tolist()
         else:  # sjf-bco
-            if n <= self.kappa and self.used.any():
-                open_ = np.flatnonzero(self.used.sum(1) > 0)
-                busy = self.load[open_].mean(1)
-                rest = np.setdiff1d(np.arange(self.hosts), open_)
-                order = np.r_[open_[np.argsort(busy, kind="stable")], rest]
-            else:
-                order = np.argsort(self.load.mean(1), kind="stable")
-            hosts, slots = self._by_server(n, order)
+            picked = self._sjf_bco(n)
+            hosts, slots = (picked // self.slots).tolist(), (picked % self.slots).tolist()
         for h, s in zip(hosts, slots, strict=True):
             self.load[h, s] += work
             self.used[h, s] += 1
         return hosts
+
+    def _sjf_bco(self, n: int) -> np.ndarray:
+        """SJF-BCO's slots (FA-FFP up to ``kappa`` participants, else LBSGF), as flat slot
+        indices; more participants than slots take the same order again."""
+        every = np.arange(self.hosts * self.slots)
+        take, load, server_busy = min(n, len(every)), self.load.ravel(), self.load.mean(1)
+        if n <= self.kappa:
+            picked = self.bco.fa_ffp(take, load, every, self.used.sum(1) > 0, server_busy)
+        else:
+            picked = self.bco.lbsgf(take, load, every, server_busy)
+        assert picked is not None  # every slot is a candidate
+        return np.resize(picked, n)
 
     def _by_server(self, n: int, order: np.ndarray) -> tuple[list[int], list[int]]:
         hosts: list[int] = []
@@ -121,3 +148,66 @@ def lwf_kappa(
         if len(picked) >= n:
             break
     return np.asarray(picked[:n], dtype=np.int64)
+
+
+class SjfBco:
+    """SJF-BCO's GPU choices (Yu et al. 2022, Algorithms 2 and 3) on servers of ``caps``
+    GPUs each, GPUs numbered server by server. Every choice gets ``busy`` (a measure per
+    GPU, least busy taken first) and ``cand`` (the GPUs that may take the job, ascending)
+    and returns ``n`` of them in the order taken (ties: lower index first), or None when
+    ``cand`` holds fewer than ``n``. ``fragments`` orders FA-FFP's fragments (see the
+    module docstring): ``by-gpu`` or ``by-server``."""
+
+    def __init__(
+        self, caps: Sequence[int] | np.ndarray, lam: float = 1.0, fragments: str = "by-gpu"
+    ) -> None:
+        if fragments not in FRAGMENTS:
+            raise ValueError(f"fragments must be one of {FRAGMENTS}, got {fragments!r}")
+        self.caps = np.asarray(caps)
+        self.server_of = np.repeat(np.arange(len(self.caps)), self.caps)
+        self.lam, self.fragments = lam, fragments
+
+    def fa_ffp(
+        self,
+        n: int,
+        busy: np.ndarray,
+        cand: np.ndarray,
+        opened: np.ndarray,
+        server_busy: np.ndarray | None = None,
+    ) -> np.ndarray | None:
+        """FA-FFP (Algorithm 2), fragments first: GPUs on the servers in use (``opened``)
+        before the others. ``by-server`` also needs each server's ``server_busy``."""
+        if self.fragments == "by-gpu":
+            return self._take(n, busy, cand, (~opened).astype(np.int64))
+        if server_busy is None:
+            raise ValueError("FA-FFP by server needs each server's busy measure")
+        open_ = np.flatnonzero(opened)
+        order = np.r_[open_[np.argsort(server_busy[open_], kind="stable")], np.flatnonzero(~opened)]
+        return self._take(n, busy, cand, _ranks(order))
+
+    def lbsgf(
+        self, n: int, busy: np.ndarray, cand: np.ndarray, server_busy: np.ndarray
+    ) -> np.ndarray | None:
+        """LBSGF (Algorithm 3): the least busy servers by ``server_busy``, as many as hold
+        ``lam n`` GPUs, filled one server at a time, each server's least busy GPU first
+        (G_idle built server by server, its first ``n`` GPUs taken, lines 4-7)."""
+        by_busy = np.argsort(server_busy, kind="stable")
+        m = int(np.searchsorted(np.cumsum(self.caps[by_busy]), self.lam * n)) + 1
+        rank = _ranks(by_busy)
+        return self._take(n, busy, cand[rank[self.server_of[cand]] < m], rank)
+
+    def _take(
+        self, n: int, busy: np.ndarray, cand: np.ndarray, rank: np.ndarray
+    ) -> np.ndarray | None:
+        """The first ``n`` of ``cand`` by their server's ``rank``, then ``busy``, then index."""
+        if len(cand) < n:
+            return None
+        key = np.lexsort((cand, busy[cand], rank[self.server_of[cand]]))
+        return cand[key[:n]]
+
+
+def _ranks(order: np.ndarray) -> np.ndarray:
+    """Each server's place in ``order`` (a permutation of the servers)."""
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank

@@ -13,7 +13,9 @@ until it ends.
   by average ``U``, as many as hold ``lambda G`` GPUs, and the least busy GPUs there.
   theta is found by bisection over ``[1, T]``, for every kappa from 1 to the largest
   job, and the smallest estimated makespan is kept. ``sjf-bco:k=K``
-  fixes kappa (Fig. 5), ``:l=L`` sets lambda (Fig. 7).
+  fixes kappa (Fig. 5), ``:l=L`` sets lambda (Fig. 7). FA-FFP and LBSGF themselves are
+  :class:`workloads.placement.SjfBco` (FA-FFP ``by-gpu``), shared with the stage-level
+  ``sjf-bco`` placement; its docstring sets out how the two callers differ.
 * ``ff``: the first free GPUs, server by server; ``ls``: the least busy GPUs. Both
   search theta by bisection, like SJF-BCO. ``rand``: random free GPUs, theta = T. All
   of them see the jobs in the same order.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from grouper.common.errors import ConfigError
+from grouper.workloads.placement import SjfBco
 from grouper.workloads.rarmix import RarJob, RarMix
 
 KINDS = ("sjf-bco", "ff", "ls", "rand")
@@ -84,8 +87,9 @@ class Planner:
     def __init__(self, mix: RarMix, policy: RarPolicy, seed: int = 1) -> None:
         self.mix, self.policy = mix, policy
         self.caps = np.asarray(mix.servers)
-        self.server_of = np.repeat(np.arange(len(self.caps)), self.caps)
         self.lam = policy.lam or mix.lam
+        self.bco = SjfBco(self.caps, self.lam, fragments="by-gpu")
+        self.server_of = self.bco.server_of
         self.rng = np.random.default_rng(seed)
         self.order = sorted(range(len(mix.jobs)), key=lambda i: (mix.jobs[i].gpus, i))
         # T: every job in a row, each on as many servers as it could span, fits
@@ -113,22 +117,13 @@ class Planner:
         if idx is None:
             return None
         opened = np.bincount(self.server_of, weights=U > 0, minlength=len(self.caps)) > 0
-        key = np.lexsort((idx, U[idx], ~opened[self.server_of[idx]]))
-        return np.sort(idx[key[: job.gpus]])
+        got = self.bco.fa_ffp(job.gpus, U, idx, opened)
+        return None if got is None else np.sort(got)
 
     def lbsgf(self, job: RarJob, U: np.ndarray, ok: np.ndarray) -> np.ndarray | None:
         busy = np.bincount(self.server_of, weights=U, minlength=len(self.caps)) / self.caps
-        by_busy = np.argsort(busy, kind="stable")
-        m = int(np.searchsorted(np.cumsum(self.caps[by_busy]), self.lam * job.gpus)) + 1
-        rank = np.empty(len(self.caps), dtype=np.int64)
-        rank[by_busy] = np.arange(len(self.caps))
-        idx = np.flatnonzero(ok & (rank[self.server_of] < m))
-        if len(idx) < job.gpus:
-            return None
-        # G_idle is built server by server (least busy first), each server's GPUs by U;
-        # its first G GPUs are taken (Algorithm 3, lines 4-7)
-        key = np.lexsort((idx, U[idx], rank[self.server_of[idx]]))
-        return np.sort(idx[key[: job.gpus]])
+        got = self.bco.lbsgf(job.gpus, U, np.flatnonzero(ok), busy)
+        return None if got is None else np.sort(got)
 
     def first_fit(self, job: RarJob, U: np.ndarray, ok: np.ndarray) -> np.ndarray | None:
         idx = self.free_first(job, U, ok)

@@ -1,5 +1,6 @@
-"""SJF-BCO (Yu et al. 2022): FA-FFP and LBSGF by hand, the bisection's bound feasible
-and tight, and the plan's execution under contention."""
+"""SJF-BCO (Yu et al. 2022): FA-FFP and LBSGF by hand, FA-FFP's two orders of
+fragments (the planner's and the stage-level ``sjf-bco`` placement's), the bisection's
+bound feasible and tight, and the plan's execution under contention."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from grouper.common.errors import ConfigError
 from grouper.simulator.jobs.rar_engine import execute, run_rar
 from grouper.simulator.jobs.sjfbco import Plan, Planner, parse_rar_policy
+from grouper.workloads.placement import Placer, SjfBco
 from grouper.workloads.rarmix import RarJob, RarMix, parse_rarmix, yu_rar
 
 from grouper.cli.main import main
@@ -40,6 +42,28 @@ def test_lbsgf_takes_the_least_busy_servers_that_hold_lambda_g_gpus():
     ok[3] = False  # lambda = 1 allows server 1 only: not enough GPUs there
     assert planner((2, 2, 4)).lbsgf(job(2), U, ok) is None
     assert planner((2, 2, 4), lam=2.0).lbsgf(job(2), U, ok).tolist() == [2, 4]
+
+
+def test_fa_ffp_orders_fragments_by_gpu_for_the_planner_and_by_server_for_placement():
+    busy = np.array([4.0, 0.0, 1.0, 1.0, 0.0, 0.0])  # servers 0, 1 in use, averages 2, 1
+    opened, server_busy = np.array([True, True, False]), np.array([2.0, 1.0, 0.0])
+    every = np.arange(6)
+    by_gpu, by_server = SjfBco((2, 2, 2)), SjfBco((2, 2, 2), fragments="by-server")
+    assert by_gpu.fa_ffp(3, busy, every, opened).tolist() == [1, 2, 3]
+    assert by_server.fa_ffp(3, busy, every, opened, server_busy).tolist() == [2, 3, 1]
+    assert by_server.fa_ffp(5, busy, every, opened, server_busy).tolist() == [2, 3, 1, 0, 4]
+    assert by_gpu.fa_ffp(7, busy, every, opened) is None
+    with pytest.raises(ValueError, match="fragments"):
+        SjfBco((2,), fragments="by-slot")
+
+
+def test_sjf_bco_placement_packs_small_jobs_into_servers_in_use():
+    p = Placer(3, 2, "sjf-bco:2")
+    assert p.place(4, 1.0) == [0, 0, 1, 1]  # large: LBSGF, least busy servers one by one
+    assert p.place(1, 5.0) == [0]  # small: FA-FFP, server 0 is in use (averages tie)
+    assert p.place(2, 1.0) == [1, 1]  # server 1 is now the least busy one in use
+    assert p.place(3, 1.0) == [2, 2, 1]  # large: the unused server first
+    assert Placer(1, 2, "sjf-bco").place(5, 1.0) == [0] * 5  # more participants than slots
 
 
 def no_overlap(plan: Plan, rho: list[float]) -> bool:
