@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from grouper.common.cluster_config import parse_cluster_config
+from grouper.common.cluster_doc import cluster_doc
 from grouper.common.errors import ConfigError
 from grouper.common.output import write_json
 from grouper.coordinator.fleet import fleet_main, raise_nofile
@@ -50,15 +51,12 @@ def _config(hosts: list[str], port: int, period: float) -> Any:
     """The cluster: every agent is the fleet's server, told apart by the header (a
     config names one endpoint per host: they are set after parsing)."""
     cfg = parse_cluster_config(
-        {
-            "cluster": "bench",
-            "hosts": [
-                {"name": h, "address": f"10.{i // 250}.{i % 250}.1", "nic": "eth0"}
-                for i, h in enumerate(hosts)
-            ],
-            "scheduling": {"period": period},
-            "failure": {"agent_timeout": 600, "plan_ttl": 3600},
-        }
+        cluster_doc(
+            [(h, f"10.{i // 250}.{i % 250}.1", "eth0") for i, h in enumerate(hosts)],
+            cluster="bench",
+            scheduling={"period": period},
+            failure={"agent_timeout": 600, "plan_ttl": 3600},
+        )
     )
     fleet = f"127.0.0.1:{port}"
     return replace(cfg, hosts=tuple(replace(h, agent=fleet) for h in cfg.hosts))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-import yaml
+from grouper.common.cluster_doc import write_cluster
 from grouper.common.contention import ContentionModel
 from grouper.experiments.cpustats import StealMonitor
 from grouper.experiments.tcpstats import host_counters
@@ -46,38 +46,29 @@ class RunOutput:
 def cluster_config(
     spec: LeafSpine, policy: str, period: float, work: Path, plan_ttl: float = 3.0
 ) -> Path:
-    data = {
-        "cluster": "emulated",
-        "hosts": [
-            {
-                "name": h,
-                "address": a,
-                "nic": f"{h}-eth0",
-                "link_mbps": spec.mbps,
-                "agent": f"unix:{work}/{h}-agent.sock",
-            }
-            for h, a in spec.addresses.items()
-        ],
-        "queues": {
+    hosts = [(h, a, f"{h}-eth0", spec.mbps) for h, a in spec.addresses.items()]
+    return write_cluster(
+        work / "cluster.yaml",
+        hosts,
+        cluster="emulated",
+        sockets=work,
+        queues={
             "count": spec.queues.queues,
             "reserved": list(spec.queues.reserved),
             "dscp": list(spec.queues.dscp_table),
             "min_share": spec.queues.min_share,
         },
-        "admission": _admission(spec.queues.admission),
-        "scheduling": {
+        admission=_admission(spec.queues.admission),
+        scheduling={
             "policy": "grouper" if policy == "fs" else policy,
             "period": period,
             "min_gap": 0.05,
         },
-        "failure": {"plan_ttl": max(plan_ttl, 2 * period), "agent_timeout": 2.0},
-        "agent": {"metrics_port": 0, "backend": "htb"},
-        "coordinator": {"listen": "127.0.0.1:17001"},
-        "metrics": {"coordinator": "127.0.0.1:0"},
-    }
-    path = work / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+        failure={"plan_ttl": max(plan_ttl, 2 * period), "agent_timeout": 2.0},
+        agent={"metrics_port": 0, "backend": "htb"},
+        coordinator={"listen": "127.0.0.1:17001"},
+        metrics={"coordinator": "127.0.0.1:0"},
+    )
 
 
 def _admission(model: ContentionModel | None) -> dict:

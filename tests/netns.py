@@ -19,8 +19,7 @@ from pathlib import Path
 import grpc
 import yaml
 from grouper.agent.kernel import netns
-
-from tests.configs import write_cluster
+from grouper.common.cluster_doc import write_cluster
 
 _counter = itertools.count()
 ROOT = Path(__file__).resolve().parent.parent

@@ -40,9 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from grouper.agent.cgroups import Cgroups
 from grouper.agent.kernel.netns import NetnsPair
+from grouper.common.cluster_doc import write_cluster
 from grouper.common.errors import ConfigError
 from grouper.common.flows import host_flow_id
 from grouper.common.output import write_json
@@ -135,18 +135,15 @@ class Testbed:
         return p
 
     def _agent(self) -> None:
-        cfg = {
-            "cluster": "bench",
-            "hosts": [
-                {"name": "a", "address": "10.98.0.1", "nic": "gva", "link_mbps": 1000},
-                {"name": "b", "address": "10.98.0.2", "nic": "gvb", "link_mbps": 1000},
-            ],
-            "queues": {"count": 8, "reserved": [0], "scavenger": 7, "dscp": DSCP_TABLE},
-            "failure": {"plan_ttl": 3600},
-            "agent": {"discovery_interval": self.interval},
-        }
-        path = self.dir / "cluster.yaml"
-        path.write_text(yaml.safe_dump(cfg))
+        path = write_cluster(
+            self.dir / "cluster.yaml",
+            [("a", "10.98.0.1", "gva", 1000), ("b", "10.98.0.2", "gvb", 1000)],
+            cluster="bench",
+            sockets=None,  # the agent is told its endpoints on its command line
+            queues={"count": 8, "reserved": [0], "scavenger": 7, "dscp": DSCP_TABLE},
+            failure={"plan_ttl": 3600},
+            agent={"discovery_interval": self.interval},
+        )
         self.public = self.dir / "agent-api.sock"
         self.socket = self.dir / "agent.sock"
         # nsenter, not ip netns exec (which remounts /sys): the agent sees cgroup2

@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.configs import write_cluster
+from grouper.common.cluster_doc import write_cluster
 
 GRACE, RF, MAX_T = 2, 2, 8
 STAGES = [2, 2, 4]  # ASHA's rungs at 2 and 4 iterations, max_t 8

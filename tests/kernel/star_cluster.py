@@ -15,6 +15,7 @@ import grpc
 import yaml
 from grouper.agent.kernel.layout import BandLayout
 from grouper.common.cluster_config import load_cluster_config
+from grouper.common.cluster_doc import write_cluster
 from grouper.common.queues import QueueConfig
 from grouper.coordinator.loop import Coordinator
 from grouper.coordinator.metrics import CoordinatorMetrics
@@ -24,7 +25,6 @@ from grouper.pda.snapshot import build_snapshot
 
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from tests.configs import write_cluster
 from tests.netns import GROUPER, ROOT, AgentProc, NetStar, nft_map, root_qdisc
 from tests.ports import free_port
 

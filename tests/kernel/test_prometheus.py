@@ -19,10 +19,10 @@ import urllib.parse
 import grpc
 import pytest
 import yaml
+from grouper.common.cluster_doc import write_cluster
 
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from tests.configs import write_cluster
 from tests.kernel.star_cluster import JOBS, PERIOD, agents_on, register_all
 from tests.netns import GROUPER, ROOT
 from tests.ports import free_port

@@ -7,11 +7,11 @@ import asyncio
 import grpc
 from grouper.agent.service import AgentServicer
 from grouper.common.cluster_config import parse_cluster_config
+from grouper.common.cluster_doc import cluster_doc
 from grouper.coordinator.links import AgentLink
 
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from tests.configs import cluster_doc
 from tests.unit.helpers import FakeCore
 
 

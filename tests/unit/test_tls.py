@@ -8,10 +8,10 @@ import grpc
 import pytest
 from grouper.agent.service import AgentServicer
 from grouper.common.cluster_config import parse_cluster_config
+from grouper.common.cluster_doc import cluster_doc
 from grouper.coordinator.loop import Coordinator
 
 from grouper.v1 import agent_pb2_grpc as pbg
-from tests.configs import cluster_doc
 from tests.pki import make_pki
 from tests.unit.helpers import FakeCore
 

@@ -1,6 +1,7 @@
-"""Cluster configs for tests and benches: one factory instead of dict literals per file.
+"""Cluster configs written by code (tests, benches, the emulation): one factory instead
+of dict literals per file.
 
-``cluster_doc`` builds the mapping ``common.cluster_config`` reads; ``write_cluster``
+``cluster_doc`` builds the mapping ``grouper.common.cluster_config`` reads; ``write_cluster``
 writes it as YAML. A host is ``(name, address, nic)`` with optional ``link_mbps`` and
 ``agent`` endpoint; without an endpoint its agent listens on a Unix socket named after
 the host in ``sockets``. Any other section (``scheduling``, ``failure``, ``agent``,
