@@ -19,17 +19,32 @@ import pytest
 
 from tests.vm.launcher import ROOT, launcher
 
-# What fits in about 8 minutes of VM time on a 2-core machine (the guest runs ~10x
+# What fits in about 10 minutes of VM time on a 2-core machine (the guest runs ~10x
 # slower than the host): every test parametrized by backend, the pure-ACK test (which
-# checks the sets the 6.1 kernel needs), the backend probe, and jobs known by their
-# cgroup (socket cgroupv2 maps in the output hook).
+# checks the sets the 6.1 kernel needs), the backend probe, jobs known by their cgroup
+# (socket cgroupv2 maps in the output hook), the feature probes, discovery by sock_diag
+# and cgroup, the agent's API and its authorization, TCP counters from tcp_info, and the
+# builders of namespaces and strict-priority classes. Measured per file in the VM
+# (seconds): test_agent 240, test_cgroups 121, test_discovery 73, test_multiqueue 55,
+# test_agent_api 55, test_authz 20, the rest under 10. Left out: the multi-agent tests
+# with a coordinator (test_coordinator, test_incremental, test_plan_by_update, about 4
+# more minutes, and their 15 s convergence bounds are not scaled for the guest), the
+# benches, Prometheus, systemd units and the client install (no kernel feature of theirs
+# differs between kernels).
 SUBSET = (
     "tests/kernel/test_agent.py",
     "tests/kernel/test_multiqueue.py",
     "tests/kernel/test_backend_probe.py",
     "tests/kernel/test_cgroups.py",
+    "tests/kernel/test_features.py",
+    "tests/kernel/test_tcpstats.py",
+    "tests/kernel/test_discovery.py",
+    "tests/kernel/test_agent_api.py",
+    "tests/kernel/test_authz.py",
+    "tests/kernel/test_netns_builder.py",
+    "tests/kernel/test_strict_priority.py",
 )
-TIME_BOUND = 900.0  # seconds for boot and SUBSET; the whole CI run must fit in 30 min
+TIME_BOUND = 1200.0  # seconds for boot and SUBSET (about 600 s on a quiet machine)
 TIME_SCALE = 4  # the guest's agent start-up and stop bounds, times the host's
 
 
