@@ -147,45 +147,13 @@ def parse_flow(text: str, i: int) -> tuple[str, float]:
 
 
 def run(args: Any) -> int:
-    if not args.command:
-        raise UsageError("COMMAND", "required after --")
-    command = args.command[1:] if args.command[0] == "--" else args.command
-    if not command:
-        raise UsageError("COMMAND", "required after --")
-    stages = parse_stages(args.stages)
-    if args.model_bytes is not None and not 0 <= args.model_bytes < float("inf"):
-        raise UsageError("--model-bytes", f"must be a finite number >= 0, got {args.model_bytes}")
-    if not 0 < args.weight <= MAX_WEIGHT:  # NaN included
-        raise UsageError("--weight", f"must be in (0, {MAX_WEIGHT:g}], got {args.weight}")
-    for name in ("cojob", "job"):
-        value = getattr(args, name)
-        if not value or "/" in value or ":" in value:
-            raise UsageError(f"--{name}", f"must be non-empty without '/' or ':', got {value!r}")
-    cgroup = parse_cgroup(args.cgroup)
-
-    def register(own: bool) -> client.Job:
-        job = client.Job(
-            args.cojob,
-            args.job,
-            stages,
-            arch=args.arch,
-            model_bytes=args.model_bytes or 0.0,
-            flows=[parse_flow(t, i) for i, t in enumerate(args.to or [])],
-            socket=args.socket,
-            weight=args.weight,
-            cgroup=cgroup,
-            own_cgroup=own,
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("always")
-            warnings.showwarning = _show
-            job.start()  # registers pids=[this launcher]; the command is our child
-        return job
-
-    job = register(args.cgroup == "auto")
+    """``grouper run``: register the job with the host's agent, run the command as our
+    child with the job in its environment, and end the job when the command ends."""
+    command, stages, cgroup = _checked(args)
+    job = _register(args, stages, cgroup, own=args.cgroup == "auto")
     if job.error.startswith("own_cgroup:"):  # the host cannot: known by pids instead
         job.close()
-        job = register(False)
+        job = _register(args, stages, cgroup, own=False)
     if job.error:  # the agent is there and said no: the user's input, so stop here
         job.close()
         raise UsageError("", f"agent refused the job: {job.error}")
@@ -212,6 +180,46 @@ def run(args: Any) -> int:
             signal.signal(s, h)
         job.close()  # this participant is done: JobFinished with our pid
     return 128 - status if status < 0 else status
+
+
+def _checked(args: Any) -> tuple[list[str], list[int], str]:
+    """The command, the stages and the cgroup, every flag checked before anything runs."""
+    if not args.command:
+        raise UsageError("COMMAND", "required after --")
+    command = args.command[1:] if args.command[0] == "--" else args.command
+    if not command:
+        raise UsageError("COMMAND", "required after --")
+    stages = parse_stages(args.stages)
+    if args.model_bytes is not None and not 0 <= args.model_bytes < float("inf"):
+        raise UsageError("--model-bytes", f"must be a finite number >= 0, got {args.model_bytes}")
+    if not 0 < args.weight <= MAX_WEIGHT:  # NaN included
+        raise UsageError("--weight", f"must be in (0, {MAX_WEIGHT:g}], got {args.weight}")
+    for name in ("cojob", "job"):
+        value = getattr(args, name)
+        if not value or "/" in value or ":" in value:
+            raise UsageError(f"--{name}", f"must be non-empty without '/' or ':', got {value!r}")
+    return command, stages, parse_cgroup(args.cgroup)
+
+
+def _register(args: Any, stages: list[int], cgroup: str, own: bool) -> client.Job:
+    """The job registered with the agent (pids = this launcher; the command is our child)."""
+    job = client.Job(
+        args.cojob,
+        args.job,
+        stages,
+        arch=args.arch,
+        model_bytes=args.model_bytes or 0.0,
+        flows=[parse_flow(t, i) for i, t in enumerate(args.to or [])],
+        socket=args.socket,
+        weight=args.weight,
+        cgroup=cgroup,
+        own_cgroup=own,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _show
+        job.start()
+    return job
 
 
 def _show(message: Any, category: Any, *_: Any, **__: Any) -> None:
