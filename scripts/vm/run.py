@@ -110,22 +110,27 @@ case "$CWD" in /tmp/*|/run/*)
 esac
 mkdir -p "$R$OUT" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out "$R$OUT"
 cp /vm-command $R/run/vm-command
-echo /modprobe > /proc/sys/kernel/modprobe
+cp /modprobe $R/run/modprobe && echo /run/modprobe > /proc/sys/kernel/modprobe
 port=/dev/console
 for p in /sys/class/virtio-ports/*; do
     [ "$(cat "$p/name")" = out ] && port="/dev/${p##*/}"
 done
 echo "vm: booted in $(cut -d' ' -f1 /proc/uptime) s" > "$port"
-chroot $R /bin/sh /run/vm-command < /dev/null > "$port" 2>&1
-echo $? > "$R$OUT/vm-exit-status"
-umount "$R$OUT"
-sync
-reboot -f
+# the overlay becomes the root of the mount namespace (as switch_root does), not just a
+# chroot: a process that enters the namespace with setns (Mininet's mnexec -a, nsenter
+# -m) lands in the overlay's / instead of the initramfs's
+cd $R && mount --move . / && exec chroot . /bin/busybox sh -c '
+/bin/sh /run/vm-command < /dev/null > "$0" 2>&1
+echo $? > "$1/vm-exit-status"
+/bin/busybox umount "$1"
+/bin/busybox sync
+/bin/busybox reboot -f' "$port" "$OUT"
 """
 
-# Module autoload runs this in the initramfs's root (the kernel's, not the chroot's).
-MODPROBE = """#!/bin/busybox sh
-exec /bin/busybox chroot /newroot /sbin/modprobe -d "$KDIR" "$@"
+# Module autoload runs this (from the guest's root: the host's modprobe, the package's
+# modules).
+MODPROBE = """#!/bin/sh
+exec /sbin/modprobe -d "$KDIR" "$@"
 """
 
 

@@ -25,16 +25,16 @@ from tests.netns import GROUPER, ROOT
 # import, before the deny list is in place.
 
 MODPROBE = Path("/proc/sys/kernel/modprobe")
-LAUNCHER_MODPROBE = "/modprobe"  # scripts/vm/run.py's, in the initramfs root
-WRAPPER = Path("/run/grouper-deny-modprobe")  # /newroot/run seen from the initramfs
+LAUNCHER_MODPROBE = "/run/modprobe"  # scripts/vm/run.py's
+WRAPPER = Path("/run/grouper-deny-modprobe")
 DENY = Path("/run/grouper-deny-modules")
-WRAPPER_TEXT = """#!/bin/busybox sh
+WRAPPER_TEXT = """#!/bin/sh
 for a in "$@"; do
     while read -r m; do
         case "$a" in $m) exit 1 ;; esac
-    done < /newroot/run/grouper-deny-modules
+    done < /run/grouper-deny-modules
 done
-exec /modprobe "$@"
+exec /run/modprobe "$@"
 """
 METRICS_PORT = 19103
 
@@ -46,7 +46,7 @@ def deny_wrapper():
     DENY.write_text("")
     WRAPPER.write_text(WRAPPER_TEXT)
     WRAPPER.chmod(0o755)
-    MODPROBE.write_text("/newroot" + str(WRAPPER))
+    MODPROBE.write_text(str(WRAPPER))
     yield
     MODPROBE.write_text(LAUNCHER_MODPROBE)
 
