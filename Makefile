@@ -28,7 +28,7 @@ protos: $(GENERATED)
 # Everything from requirements.txt (hashes checked, no resolution), then this
 # project itself without its dependencies and without a build environment of its own.
 # pip is the one Python 3.11 brings (not upgraded), so its behaviour does not float.
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt pyproject.toml setup.py
 	bash scripts/setup-system.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/$(PIP_LOCKED) requirements.txt

@@ -35,7 +35,7 @@ def emulate(args: object) -> int:
         return emulate_torch(args)
     wl = load_experiment(args.experiment)
     queues = emulation_queues(args)
-    spec = spec_of(wl, queues)
+    spec = replace(spec_of(wl, queues), host_backend=args.backend)
     out = Path(args.out or f"results/emulate/{wl.name}")
     runs: dict[str, list[dict]] = {p: [] for p in policies}
     for i in range(args.runs):  # interleaved, so a slow spell of the VM hits every policy

@@ -65,7 +65,7 @@ def cluster_config(
             "min_gap": 0.05,
         },
         failure={"plan_ttl": max(plan_ttl, 2 * period), "agent_timeout": 2.0},
-        agent={"metrics_port": 0, "backend": "htb"},
+        agent={"metrics_port": 0, "backend": spec.host_backend},
         coordinator={"listen": "127.0.0.1:17001"},
         metrics={"coordinator": "127.0.0.1:0"},
     )
@@ -153,7 +153,7 @@ class Emulation:
             self.coordinator.kill()
             self.coordinator.wait(timeout=10)
 
-    def _wait_coordinator(self, seconds: float = 30.0) -> None:
+    def _wait_coordinator(self, seconds: float = 90.0) -> None:
         """Until the coordinator has reached every agent (its log says so per host)."""
         log = self.work / "coordinator.log"
         deadline = time.monotonic() + seconds
@@ -167,7 +167,7 @@ class Emulation:
         raise RuntimeError(f"coordinator did not reach every agent in {seconds:g} s")
 
     def _wait_socket(self, path: Path, proc: subprocess.Popen, host: str) -> None:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 90  # bounds a failure: the stock-kernel VM is ~10x slower
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 log = (self.work / f"{host}-agent.log").read_text()[-1500:]

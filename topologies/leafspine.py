@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from grouper.common.queues import QueueConfig
 from grouper.common.strict_priority import leaf_minor, strict_priority_classes
@@ -38,6 +39,15 @@ class LeafSpine:
     mbps: float = 20.0
     queues: QueueConfig = field(default_factory=QueueConfig)
     uplink_mbps: float | None = None  # leaf-spine links; default: mbps
+    # the agents' qdisc backend. ``prio`` does not shape and a veth has no line rate, so
+    # with it each host reaches its leaf through a NIC node: a bridge whose port toward
+    # the leaf runs at the host's rate with the DSCP strict-priority queues, standing in
+    # for a NIC that serves the host's bands at line rate
+    host_backend: str = "htb"
+
+    @property
+    def nic_nodes(self) -> bool:
+        return self.host_backend == "prio"
 
     @property
     def fabric_mbps(self) -> float:
@@ -112,9 +122,16 @@ class Fabric:
         self.spines = [net.addHost(f"spine{i + 1}", cls=Node, ip=None) for i in range(s.spines)]
         self.switch_ports: dict[str, list[tuple[object, str]]] = {}
         self.host_ports: set[str] = set()  # router ports toward a host (the rest: uplinks)
+        names = s.host_names if s.nic_nodes else []
+        self.nics = [net.addHost(f"{h}nic", cls=Node, ip=None) for h in names]
         for i, h in enumerate(self.hosts):
             leaf = self.leaves[i // s.hosts_per_leaf]
-            net.addLink(h, leaf, intfName1=f"{h.name}-eth0", intfName2=f"{leaf.name}-{h.name}")
+            near = self.nics[i] if s.nic_nodes else leaf  # what the host's cable plugs into
+            net.addLink(h, near, intfName1=f"{h.name}-eth0", intfName2=f"{near.name}-{h.name}")
+            if s.nic_nodes:
+                net.addLink(
+                    near, leaf, intfName1=f"{near.name}-up", intfName2=f"{leaf.name}-{h.name}"
+                )
             self.host_ports.add(f"{leaf.name}-{h.name}")
         for li, leaf in enumerate(self.leaves):
             for si, sp in enumerate(self.spines):
@@ -160,14 +177,33 @@ class Fabric:
                 sp.cmd(f"ip route add 10.{li + 1}.0.0/16 via 10.200.{li * s.spines + si}.1")
         for node in self.leaves + self.spines:
             for intf in node.intfList():
-                if intf.name == "lo":
-                    continue
-                mbps = s.mbps if intf.name in self.host_ports else s.fabric_mbps
-                for cmd in switch_queue_commands(intf.name, mbps, s.queues):
-                    out = node.cmd(cmd)
-                    if "rror" in out:
-                        raise RuntimeError(f"{node.name}: {cmd}: {out.strip()}")
-                self.switch_ports.setdefault(node.name, []).append((node, intf.name))
+                if intf.name != "lo":
+                    mbps = s.mbps if intf.name in self.host_ports else s.fabric_mbps
+                    self._queues(node, intf.name, mbps)
+        for nic, h in zip(self.nics, self.hosts, strict=False):
+            self._nic_node(nic, h.name)
+
+    def _queues(self, node: Any, port: str, mbps: float) -> None:
+        """The cluster's DSCP strict-priority queues on ``node``'s egress ``port``."""
+        for cmd in switch_queue_commands(port, mbps, self.spec.queues):
+            out = node.cmd(cmd)
+            if "rror" in out:
+                raise RuntimeError(f"{node.name}: {cmd}: {out.strip()}")
+        self.switch_ports.setdefault(node.name, []).append((node, port))
+
+    def _nic_node(self, nic: Any, host: str) -> None:
+        """A bridge between ``host`` and its leaf; toward the leaf, the host's line rate
+        and the DSCP queues (the NIC's hardware queues of a host whose qdisc is prio)."""
+        for cmd in (
+            "ip link add br0 type bridge",
+            f"ip link set {nic.name}-{host} master br0",
+            f"ip link set {nic.name}-up master br0",
+            "ip link set br0 up",
+        ):
+            out = nic.cmd(cmd)
+            if "rror" in out:
+                raise RuntimeError(f"{nic.name}: {cmd}: {out.strip()}")
+        self._queues(nic, f"{nic.name}-up", self.spec.mbps)
 
     def host(self, name: str) -> object:
         return self.net.get(name)

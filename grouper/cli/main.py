@@ -252,6 +252,13 @@ def _add_emulate(add: T.Add) -> None:
     )
     em.add_argument("--seed", type=T.SEED, default=1)
     em.add_argument(
+        "--backend",
+        choices=("htb", "prio"),
+        default="htb",
+        help="the agents' qdisc; prio (what real hosts use) puts a NIC node with the host's "
+        "rate and DSCP queues between each host and its leaf",
+    )
+    em.add_argument(
         "--runs",
         type=T.count(1, 20),
         default=1,
