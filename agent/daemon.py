@@ -19,6 +19,8 @@ from functools import partial
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
 from grouper.agent.authz import coordinator_only
 from grouper.agent.cgroup_watch import CgroupWatch
 from grouper.agent.cgroups import NFT_ROOT, Cgroups
@@ -35,8 +37,6 @@ from grouper.agent.service import AgentServicer, RegistryServicer
 from grouper.common.binding import EXCLUSIVE_PORT, bind
 from grouper.common.cluster_config import ClusterConfig, load_cluster_config
 from grouper.common.errors import ConfigError
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
 from grouper.v1 import agent_pb2_grpc as pbg
 
 log = logging.getLogger("grouper.agent")

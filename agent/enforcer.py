@@ -12,6 +12,8 @@ import logging
 import platform
 from typing import Any
 
+from pyroute2 import IPRoute
+
 from grouper.agent.kernel import nft_cgroup, nft_rules
 from grouper.agent.kernel.bands import QdiscSpec
 from grouper.agent.kernel.layout import BandLayout
@@ -20,7 +22,6 @@ from grouper.agent.kernel.qdisc import Qdisc, probe_backend
 from grouper.agent.plan import Rule, RuleKey
 from grouper.common.errors import ConfigError
 from grouper.common.queues import QueueConfig
-from pyroute2 import IPRoute
 
 log = logging.getLogger("grouper.agent")
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+
 from grouper.agent.core import AgentCore
 from grouper.agent.plan import patch_plan
 from grouper.agent.probe import ProbeBusy, ProbeError, Prober
@@ -16,7 +17,6 @@ from grouper.agent.updates import JobKey, UpdateSource, new_epoch
 from grouper.common.errors import ConfigError
 from grouper.common.registration import Flow, JobEntry, registration_dict
 from grouper.common.wire import WireError
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+
 from grouper.agent.registry import Event
 from grouper.agent.updates import UpdateSource
-
 from grouper.v1 import agent_pb2 as pb
 
 log = logging.getLogger("grouper.agent")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from grouper.common.errors import ConfigError
 
 MAX_BYTES = 64 * 1024 * 1024

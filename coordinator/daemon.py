@@ -10,6 +10,8 @@ import signal
 from typing import TextIO
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
 from grouper.common.binding import EXCLUSIVE_PORT, bind
 from grouper.common.cluster_config import load_cluster_config
 from grouper.common.errors import ConfigError
@@ -17,7 +19,6 @@ from grouper.coordinator.loop import Coordinator
 from grouper.coordinator.metrics import CoordinatorMetrics
 from grouper.coordinator.trace import CycleTrace
 from grouper.pda.order import warm_up
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 log = logging.getLogger("grouper.coordinator")
 

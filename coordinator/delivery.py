@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from grouper.coordinator.plan_msg import plan_request
 from grouper.coordinator.planner import HostPlan
-
 from grouper.v1 import agent_pb2 as pb
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import grpc
 import numpy as np
-from grouper.workloads.random_instance import random_cojobs
 
 from grouper.v1 import agent_pb2 as pb
+from grouper.workloads.random_instance import random_cojobs
 
 Key = tuple[str, str]
 

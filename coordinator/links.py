@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
 from grouper.common.cluster_config import ClusterConfig, HostConfig
 from grouper.coordinator.delivery import PlanTrack
 from grouper.coordinator.snapshot import JobReport
 from grouper.coordinator.state import AgentState
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 

@@ -29,7 +29,6 @@ from grouper.coordinator.snapshot import Model
 from grouper.coordinator.trace import CycleTrace
 from grouper.pda.planning import Planner
 from grouper.pda.snapshot import FlowTables
-
 from grouper.v1 import agent_pb2 as pb
 
 ORDER_SHOWN = 12  # stages named in the "order:" log line

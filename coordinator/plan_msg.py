@@ -14,7 +14,6 @@ from functools import lru_cache
 
 from grouper.common.flows import parse_inbound_key
 from grouper.coordinator.planner import HostPlan
-
 from grouper.v1 import agent_pb2 as pb
 
 

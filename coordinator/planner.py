@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
 from grouper.common.queues import QueueConfig
 from grouper.coordinator.snapshot import Model
 from grouper.pda.planning import Planner

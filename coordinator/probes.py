@@ -16,11 +16,11 @@ import statistics
 from collections import defaultdict
 
 import grpc
+
 from grouper.common.cluster_config import ClusterConfig
 from grouper.common.errors import ConfigError
 from grouper.coordinator.links import channel_for
 from grouper.pda.calibration import Sample
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 

@@ -11,7 +11,6 @@ from grouper.coordinator.links import AgentLink, LinkError
 from grouper.coordinator.metrics import CoordinatorMetrics
 from grouper.coordinator.planner import HostPlan
 from grouper.coordinator.trace import CycleTrace
-
 from grouper.v1 import agent_pb2 as pb
 
 log = logging.getLogger("grouper.coordinator")

@@ -18,7 +18,6 @@ from typing import Literal
 from grouper.common.errors import ConfigError
 from grouper.common.registration import parse_registration, registration_dict
 from grouper.coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
-
 from grouper.v1 import agent_pb2 as pb
 
 JobKey = tuple[str, str]

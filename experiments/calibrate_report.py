@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+
 from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError
 from grouper.pda.calibration import Fit

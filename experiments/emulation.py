@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+
 from grouper.common.cluster_doc import write_cluster
 from grouper.common.contention import ContentionModel
 from grouper.experiments.cpustats import StealMonitor
@@ -25,10 +26,9 @@ from grouper.experiments.tcpstats import host_counters
 from grouper.topologies.leafspine import Fabric, LeafSpine
 from grouper.trafficgen.netns import NetnsThread
 from grouper.trafficgen.replay import Hosts, ReplayResult, replay
-from grouper.workloads.model import Workload
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
+from grouper.workloads.model import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 

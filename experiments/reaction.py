@@ -26,11 +26,11 @@ from typing import Any
 
 import grpc
 import numpy as np
+
 from grouper.common.errors import ConfigError
 from grouper.common.output import table, write_json
 from grouper.experiments.emulation import Emulation
 from grouper.topologies.leafspine import LeafSpine
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 

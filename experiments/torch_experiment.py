@@ -27,11 +27,11 @@ from typing import Any
 
 import grpc
 import yaml
+
 from grouper.common import validate as v
 from grouper.common.errors import ConfigError
 from grouper.experiments.emulation import ROOT, Emulation
 from grouper.topologies.leafspine import LeafSpine
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 
@@ -111,8 +111,8 @@ def _run_searches(
     exp: TorchExperiment, spec: LeafSpine, em: Emulation, work: Path, runners: list
 ) -> dict:
     import optuna
-    from grouper.experiments.ddp_runner import DdpRunner, Rank
 
+    from grouper.experiments.ddp_runner import DdpRunner, Rank
     from grouper.integrations.optuna import SyncHalving
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

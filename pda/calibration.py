@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from grouper.common.contention import ContentionModel
-from grouper.common.errors import ConfigError
 from scipy.optimize import nnls
 from scipy.stats import t as student_t
+
+from grouper.common.contention import ContentionModel
+from grouper.common.errors import ConfigError
 
 LEVEL = 0.95  # confidence of the reported intervals
 MAX_RMS = 0.10  # a fit missing its points by more (relative, rms) is poor

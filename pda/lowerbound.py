@@ -32,8 +32,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from grouper.pda.snapshot import Snapshot
 from scipy import sparse
+
+from grouper.pda.snapshot import Snapshot
 
 SLACK = 1e-7  # a hundred times HiGHS' primal feasibility tolerance (loads scaled to <= 1)
 

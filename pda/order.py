@@ -33,8 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from grouper.pda.snapshot import Snapshot
 from scipy import sparse
+
+from grouper.pda.snapshot import Snapshot
 
 # Two candidates tie when their adjusted weights after the step differ from zero by
 # less than this share of the instance's largest weight: weights are reduced by

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+
 from grouper.common.queues import QueueConfig
 from grouper.pda.policies import flow_priorities, schedule
 from grouper.pda.snapshot import Snapshot

@@ -19,13 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
+
 from grouper.common.errors import ConfigError
 from grouper.common.queues import QueueConfig
 from grouper.common.scheduling import POLICIES
 from grouper.pda.order import pda_order, primal_dual_order
 from grouper.pda.priorities import FlowPriorities, map_priorities
 from grouper.pda.snapshot import Snapshot
-from scipy import sparse
 
 
 def knows_survivors(policy: str) -> bool:

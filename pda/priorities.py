@@ -25,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from grouper.common.queues import QueueConfig
 from scipy import sparse
+
+from grouper.common.queues import QueueConfig
 
 
 @dataclass

@@ -12,9 +12,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
+
 from grouper.common.errors import ConfigError
 from grouper.pda.model import Cojob
-from scipy import sparse
 
 
 @dataclass

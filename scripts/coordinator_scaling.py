@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from grouper.simulator import plots
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+
 from grouper.pda.lowerbound import brute_force_single_port, single_port_sct
 from grouper.pda.order import stage_weights
 from grouper.simulator.run import run_policies

@@ -30,7 +30,6 @@ from grouper.coordinator.planner import plan_hosts  # noqa: E402
 from grouper.coordinator.state import AgentState  # noqa: E402
 from grouper.pda.planning import Planner  # noqa: E402
 from grouper.pda.snapshot import FlowTables  # noqa: E402
-
 from grouper.v1 import agent_pb2 as pb  # noqa: E402
 
 SCHEDULES: list = []  # (snapshot, schedule) of every plan, for the per-port orders

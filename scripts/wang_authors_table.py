@@ -40,7 +40,6 @@ from grouper.simulator.jobs.rules import RULE_NAMES, parse_rules  # noqa: E402
 from grouper.simulator.jobs.run import run_jobs  # noqa: E402
 from grouper.simulator.jobs.schedulers import parse_scheduler  # noqa: E402
 from grouper.workloads.authors_jobs import load_job_dir, microsoft_jobs, write_job_dir  # noqa: E402
-
 from scripts.authors_sim import run_authors  # noqa: E402
 
 SCHEDULERS = ("srsf:1", "srsf:2", "ada-srsf")

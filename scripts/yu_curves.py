@@ -10,6 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
 from grouper.simulator import plots
 from grouper.simulator.jobs.rar_engine import run_rar
 from grouper.simulator.jobs.sjfbco import parse_rar_policy

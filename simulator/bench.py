@@ -30,6 +30,7 @@ def run_one(
     from dataclasses import replace
 
     import numpy as np
+
     from grouper.common.contention import ContentionModel
     from grouper.pda.priorities import QueueConfig
     from grouper.simulator.run import engine_for, topology_of

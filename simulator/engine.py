@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from grouper.common.limits import MAX_SIM_EVENTS
 from grouper.common.queues import QueueConfig
 from grouper.pda.model import Cojob, FlowSpec, Job

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from grouper.common.limits import MAX_SIM_EVENTS
 from grouper.pda.model import Cojob
 from grouper.pda.planning import Planner

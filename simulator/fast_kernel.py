@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
+
 from grouper.simulator.allocator import EPS, MAX_ROUNDS, allocate
 from grouper.simulator.allocator_kernel import _csr, _group, _virtual_capacity
-from numba import njit
 
 
 @dataclass

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+
 from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError
 from grouper.common.queues import QueueConfig

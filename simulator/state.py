@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+
 from grouper.pda.model import Cojob, FlowSpec, Job
 from grouper.workloads.topology import Topology
 

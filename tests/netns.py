@@ -18,6 +18,7 @@ from pathlib import Path
 
 import grpc
 import yaml
+
 from grouper.agent.kernel import netns
 from grouper.common.cluster_doc import write_cluster
 

@@ -24,11 +24,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import grpc
+
 from grouper.common import wire
 from grouper.common.flows import flow_id
 from grouper.pda.model import Cojob, Job
 from grouper.trafficgen.netns import NetnsThread
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from grouper.common import validate as v
 from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError

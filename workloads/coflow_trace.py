@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from grouper.common.errors import ConfigError, short
 from grouper.common.yamlfile import read_text
 from grouper.pda.model import Cojob, FlowSpec, Job

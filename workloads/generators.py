@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+
 from grouper.pda.model import Cojob, Job
 from grouper.workloads.model import Workload
 from grouper.workloads.placement import Placer

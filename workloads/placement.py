@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from grouper.common.errors import ConfigError
 
 PLACEMENTS = ("random", "first-fit", "list", "lwf", "sjf-bco")

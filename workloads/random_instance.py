@@ -8,6 +8,7 @@ stages of 500-4000 iterations. Deterministic for a given seed.
 from __future__ import annotations
 
 import numpy as np
+
 from grouper.pda.model import Cojob, Job
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from grouper.common import validate as v
 from grouper.common.errors import ConfigError
 from grouper.workloads.gpujobs import gpu_counts

@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+
 from grouper.common.errors import ConfigError
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyroute2 import IPRoute
+
 from grouper.agent.kernel.layout import BandLayout
 from grouper.common.strict_priority import HTB_PRIOS, leaf_rate, strict_priority_classes
-from pyroute2 import IPRoute
 
 HTB_MAX_BANDS = HTB_PRIOS  # a band per HTB class prio (0..7)
 

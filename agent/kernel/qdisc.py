@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 import secrets
 
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
 from grouper.agent.kernel import steer
 from grouper.agent.kernel.bands import HTB_MAX_BANDS, QdiscSpec, ensure_bands, read_classes
 from grouper.agent.kernel.layout import HANDLE, HANDLE_MAJOR, MAX_TX_QUEUES, BandLayout, child_major
-from pyroute2 import IPRoute
-from pyroute2.netlink.exceptions import NetlinkError
 
 log = logging.getLogger("grouper.agent.qdisc")
 

@@ -16,8 +16,9 @@ import platform
 import struct
 from functools import cache
 
-from grouper.agent.kernel.layout import HANDLE_MAJOR
 from pyroute2 import IPRoute
+
+from grouper.agent.kernel.layout import HANDLE_MAJOR
 
 FILTER_NAME = "grouper-steer"
 _BPF_PROG_LOAD = 5

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from grouper.common.errors import ConfigError
 from grouper.simulator.jobs.jobstate import COMM, COMM_READY, COMPUTE, DONE, LATENCY, Job
 from grouper.simulator.jobs.placement import Placement

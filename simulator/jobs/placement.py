@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from grouper.common.errors import ConfigError
 from grouper.workloads.placement import first_fit, least_loaded, lwf_kappa
 

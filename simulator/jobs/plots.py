@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
 from grouper.simulator import plots
 from grouper.simulator.jobs.engine import JobsResult
 

@@ -14,6 +14,7 @@ import heapq
 import time
 
 import numpy as np
+
 from grouper.simulator.jobs.engine import JobsResult
 from grouper.simulator.jobs.sjfbco import Plan, Planner, RarPolicy
 from grouper.workloads.rarmix import RarMix

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
 from grouper.common.errors import ConfigError
 from grouper.workloads.placement import SjfBco
 from grouper.workloads.rarmix import RarJob, RarMix

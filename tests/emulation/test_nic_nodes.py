@@ -11,7 +11,6 @@ import time
 
 from grouper.common.queues import QueueConfig
 from grouper.topologies.leafspine import Fabric, LeafSpine
-
 from tests.netns import ROOT
 
 TCP_TOOL = str(ROOT / "tests" / "tcp_tool.py")

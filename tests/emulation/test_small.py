@@ -10,12 +10,13 @@ import signal
 import subprocess
 import time
 
+from scapy.all import IP, TCP, rdpcap
+
 from grouper.common.queues import QueueConfig
 from grouper.experiments.emulation import Emulation
 from grouper.experiments.spec import spec_of
 from grouper.workloads import load_workload
 from grouper.workloads.model import Workload
-from scapy.all import IP, TCP, rdpcap
 
 SENDER, RECEIVER, PORT = "h1", "h4", "leaf2-h4"  # switch egress port toward the receiver
 

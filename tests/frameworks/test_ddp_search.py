@@ -14,9 +14,9 @@ import subprocess
 import time
 
 import optuna
+
 from grouper.common.cluster_doc import write_cluster
 from grouper.experiments.ddp_runner import DdpRunner, Rank
-
 from grouper.integrations.optuna import SyncHalving
 from tests.kernel.test_agent import collect
 from tests.netns import GROUPER, ROOT, AgentProc, nft_json

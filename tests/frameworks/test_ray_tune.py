@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from grouper.common.cluster_doc import write_cluster
 
 GRACE, RF, MAX_T = 2, 2, 8

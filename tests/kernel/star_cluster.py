@@ -13,6 +13,7 @@ from pathlib import Path
 
 import grpc
 import yaml
+
 from grouper.agent.kernel.layout import BandLayout
 from grouper.common.cluster_config import load_cluster_config
 from grouper.common.cluster_doc import write_cluster
@@ -22,7 +23,6 @@ from grouper.coordinator.metrics import CoordinatorMetrics
 from grouper.pda.model import Cojob, FlowSpec, Job
 from grouper.pda.policies import host_plans, schedule
 from grouper.pda.snapshot import build_snapshot
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.netns import GROUPER, ROOT, AgentProc, NetStar, nft_map, root_qdisc

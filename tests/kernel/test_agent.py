@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from grouper.agent.kernel.layout import HANDLE_MAJOR, BandLayout
-from grouper.common.queues import QueueConfig
 from scapy.all import IP, TCP
 
+from grouper.agent.kernel.layout import HANDLE_MAJOR, BandLayout
+from grouper.common.queues import QueueConfig
 from tests.capture import Capture
 from tests.kernel.agent_calls import apply, collect, register
 from tests.netns import (

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grouper.agent.cgroups import JOBS_ROOT, Cgroups, cgroup2_mount
 from scapy.all import IP, TCP
 
+from grouper.agent.cgroups import JOBS_ROOT, Cgroups, cgroup2_mount
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.kernel.agent_calls import apply, collect

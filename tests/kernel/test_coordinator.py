@@ -5,8 +5,8 @@ from __future__ import annotations
 import signal
 
 import grpc
-from grouper.agent.kernel.layout import BandLayout
 
+from grouper.agent.kernel.layout import BandLayout
 from tests.kernel.star_cluster import (
     PERIOD,
     TTL,

@@ -15,9 +15,9 @@ import time
 
 import grpc
 import pytest
-from grouper.agent.kernel.layout import BandLayout
 from scapy.all import IP, TCP
 
+from grouper.agent.kernel.layout import BandLayout
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.capture import Capture

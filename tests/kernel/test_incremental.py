@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 
 from grouper.coordinator.loop import Coordinator
-
 from grouper.v1 import agent_pb2 as pb
 from tests.kernel.star_cluster import (
     HOSTS,

@@ -13,9 +13,9 @@ import sys
 import time
 
 import pytest
+
 from grouper.agent.kernel.layout import HANDLE_MAJOR, BandLayout, child_major
 from grouper.common.queues import QueueConfig
-
 from tests.kernel.test_agent import BACKENDS, TABLE, apply, register
 from tests.netns import pin_tx_queue, root_qdisc, tc_json
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from grouper.agent.kernel.netns import NetnsPair, add_netns, bridge, del_netns, veth
 
 pytestmark = pytest.mark.root

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 from grouper.coordinator.loop import Coordinator
-
 from tests.kernel.star_cluster import (
     HOSTS,
     PERIOD,

@@ -19,8 +19,8 @@ import urllib.parse
 import grpc
 import pytest
 import yaml
-from grouper.common.cluster_doc import write_cluster
 
+from grouper.common.cluster_doc import write_cluster
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.kernel.star_cluster import JOBS, PERIOD, agents_on, register_all

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from grouper.common.queues import QueueConfig
 from grouper.topologies.leafspine import switch_queue_commands
 

@@ -6,8 +6,9 @@ with whole-array operations and no compiled loop.
 from __future__ import annotations
 
 import numpy as np
-from grouper.simulator.allocator import crossings
 from scipy import sparse
+
+from grouper.simulator.allocator import crossings
 
 EPS = 1e-12
 MAX_ROUNDS = 8

@@ -6,8 +6,9 @@ import copy
 from typing import Any
 
 import numpy as np
-from grouper.pda.model import Cojob, FlowSpec, Job
 from scipy import sparse
+
+from grouper.pda.model import Cojob, FlowSpec, Job
 
 
 def one_port_cojobs(chains: list[list[float]]) -> tuple[list[str], list[Cojob]]:

@@ -4,8 +4,9 @@ kept as the reference it is checked against (``test_order_kernel.py``)."""
 from __future__ import annotations
 
 import numpy as np
-from grouper.pda.order import WEIGHT_TOL, OrderResult
 from scipy import sparse
+
+from grouper.pda.order import WEIGHT_TOL, OrderResult
 
 
 def reference_order(

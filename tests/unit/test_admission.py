@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError
 from grouper.pda.admission import adadual_admit, two_task_average
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 MODEL = ContentionModel(a=0.0, b=1.0, eta=0.5)  # threshold b / 2(b+eta) = 1/3
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from grouper.agent.jsonl import JsonlTailer
 from grouper.agent.kernel.layout import BandLayout
 from grouper.agent.kernel.nft_rules import count_changes, render_changes, render_table

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from grouper.simulator.allocator import allocate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
+from grouper.simulator.allocator import allocate
 from tests.unit.allocator_reference import allocate_reference
 
 

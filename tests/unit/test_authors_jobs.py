@@ -8,6 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from grouper.cli.main import main
 from grouper.common.errors import ConfigError
 from grouper.workloads.authors_jobs import (
     AUTHORS_CONTENTION,
@@ -17,8 +19,6 @@ from grouper.workloads.authors_jobs import (
     write_job_dir,
 )
 from grouper.workloads.jobmix import load_jobmix
-
-from grouper.cli.main import main
 
 VGG = {"dnn": "vgg16", "model_size": 526.4, "train_mem": 4527, "fw_time": 36, "bw_time": 54}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from grouper.common.errors import ConfigError
 from grouper.common.queues import QueueConfig
 from grouper.common.scheduling import POLICIES

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError
 from grouper.pda.calibration import Sample, fit_contention
@@ -198,9 +199,8 @@ def test_calibrate_refuses_a_file_it_cannot_update_before_measuring(tmp_path):
 def test_simulate_uses_the_cluster_configs_constants(tmp_path):
     import json
 
-    from grouper.experiments.calibrate_report import write_admission
-
     from grouper.cli.main import main
+    from grouper.experiments.calibrate_report import write_admission
 
     cfg = tmp_path / "cluster.yaml"
     cfg.write_text(SAMPLE.read_text())

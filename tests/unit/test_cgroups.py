@@ -6,6 +6,9 @@ that text and send real traffic through it."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from grouper.agent.cgroups import CgroupRef, Cgroups, job_cgroup_name
 from grouper.agent.kernel import nft_cgroup
 from grouper.agent.kernel.layout import BandLayout
@@ -15,8 +18,6 @@ from grouper.agent.registry import Registry
 from grouper.common.errors import ConfigError
 from grouper.common.queues import QueueConfig
 from grouper.common.registration import CGROUP_PATH_MAX, cgroup_path
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(

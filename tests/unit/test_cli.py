@@ -40,9 +40,9 @@ def test_lower_bound_of_cojobs_released_by_other_stages():
 
 def test_release_constraint_makes_the_bound_exact_on_a_chain():
     import numpy as np
+
     from grouper.pda.lowerbound import lp_lower_bound
     from grouper.pda.snapshot import build_snapshot
-
     from tests.unit.helpers import one_port_cojobs
 
     # c1 arrives when c0's only stage completes; one port: c0 ends at 1, c1 at 2, so the

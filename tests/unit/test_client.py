@@ -11,10 +11,10 @@ import warnings
 
 import grpc
 import pytest
-from grouper.agent.registry import Registry
-from grouper.agent.service import RegistryServicer
 
 import grouper.client as client
+from grouper.agent.registry import Registry
+from grouper.agent.service import RegistryServicer
 from grouper.client import Job
 from grouper.v1 import agent_pb2_grpc as pbg
 
@@ -219,9 +219,8 @@ def test_grouper_run_refused_by_the_agent_exits_2(agent):
 
 def test_launcher_weight_limit_is_the_agents():
     """The client keeps its own copy (it imports nothing of ours); they must agree."""
-    from grouper.common.flows import MAX_WEIGHT
-
     from grouper import launcher
+    from grouper.common.flows import MAX_WEIGHT
 
     assert launcher.MAX_WEIGHT == MAX_WEIGHT
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from grouper.common.cluster_config import load_cluster_config, parse_cluster_config
-from grouper.common.errors import ConfigError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grouper.common.cluster_config import load_cluster_config, parse_cluster_config
+from grouper.common.errors import ConfigError
 from tests.unit.helpers import with_change
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "cluster.sample.yaml"

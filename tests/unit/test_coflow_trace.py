@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from grouper.common.errors import ConfigError
 from grouper.workloads import load_workload
 from grouper.workloads.coflow_trace import MB, parse_coflow_trace

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from grouper.common.errors import ConfigError
 from grouper.common.queues import QueueConfig
 from grouper.coordinator.merge import Merger, merge_reports
@@ -10,9 +13,6 @@ from grouper.coordinator.planner import plan_hosts
 from grouper.coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
 from grouper.coordinator.state import AgentState
 from grouper.pda.planning import Planner
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from grouper.v1 import agent_pb2 as pb
 
 HOSTS = {"h1", "h2", "h3"}

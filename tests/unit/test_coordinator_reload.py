@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import yaml
-from grouper.common.cluster_doc import cluster_doc
 
+from grouper.common.cluster_doc import cluster_doc
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

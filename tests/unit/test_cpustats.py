@@ -3,6 +3,7 @@
 import time
 
 import pytest
+
 from grouper.experiments.cpustats import StealMonitor, read_cpu, stolen_share
 
 

@@ -5,6 +5,7 @@ rules 42% faster than no agent, a difference the run-to-run spread swallowed).""
 from __future__ import annotations
 
 import pytest
+
 from grouper.agent.datapath_bench import summarise
 
 

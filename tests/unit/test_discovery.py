@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+
 from grouper.agent.discovery import procs as P
 from grouper.agent.discovery.load import LoadEstimate, round2
 from grouper.agent.discovery.sockdiag import SockDiag, TcpSocket

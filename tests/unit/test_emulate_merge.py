@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 import pytest
+
 from grouper.experiments.emulate import _compare, merge_runs
 
 

@@ -7,6 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from grouper.common.contention import ContentionModel
 from grouper.pda.priorities import QueueConfig
 from grouper.simulator.engine import Engine
@@ -15,8 +18,6 @@ from grouper.simulator.fast_kernel import build_classes, class_rates
 from grouper.simulator.run import SIM_POLICIES, engine_for, topology_of
 from grouper.workloads.coflow_trace import parse_coflow_trace, trace_workload
 from grouper.workloads.model import Workload
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 
 @st.composite

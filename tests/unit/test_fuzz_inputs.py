@@ -10,12 +10,13 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from grouper.common.cluster_config import parse_cluster_config
 from grouper.common.errors import ConfigError
 from grouper.common.yamlfile import parse_yaml
 from grouper.workloads.schema import parse_workload
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((ROOT / "docs" / "cluster.sample.yaml").read_text())

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from grouper.common.cluster_config import check_agent_endpoints, parse_cluster_config
-from grouper.common.errors import ConfigError
-from grouper.workloads.schema import parse_workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grouper.cli import main as cli
+from grouper.common.cluster_config import check_agent_endpoints, parse_cluster_config
+from grouper.common.errors import ConfigError
+from grouper.workloads.schema import parse_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = yaml.safe_load((ROOT / "docs" / "cluster.sample.yaml").read_text())

@@ -4,10 +4,10 @@ waiting job's AdaDUAL poll moves the polled all-reduce one more slot (by hand)."
 from __future__ import annotations
 
 import pytest
+
 from grouper.simulator.jobs.placement import parse_placement
 from grouper.simulator.jobs.schedulers import parse_scheduler
 from grouper.workloads.jobmix import parse_jobmix
-
 from scripts.jobs_reference import Polled
 from tests.unit.test_jobsim import SHARE, mix_doc
 

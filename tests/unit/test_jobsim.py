@@ -7,6 +7,10 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grouper.cli.main import main
 from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError
 from grouper.pda.admission import two_task_average
@@ -16,10 +20,6 @@ from grouper.simulator.jobs.run import run_jobs
 from grouper.simulator.jobs.schedulers import parse_scheduler
 from grouper.workloads.jobmix import parse_jobmix, wang_64gpu
 from grouper.workloads.placement import first_fit, least_loaded, lwf_kappa
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from grouper.cli.main import main
 
 MODEL = ContentionModel(a=0.0, b=1e-9, eta=5e-10)  # threshold b / (2 (b + eta)) = 1/3
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from grouper.common.errors import ConfigError
 from grouper.pda.model import Cojob, FlowSpec, Job
 from grouper.pda.policies import schedule

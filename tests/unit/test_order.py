@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from grouper.pda.lowerbound import brute_force_single_port, lp_lower_bound, single_port_sct
-from grouper.pda.order import pda_order, primal_dual_order, stage_weights
-from grouper.pda.snapshot import build_snapshot
-from grouper.workloads import load_workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
+from grouper.pda.lowerbound import brute_force_single_port, lp_lower_bound, single_port_sct
+from grouper.pda.order import pda_order, primal_dual_order, stage_weights
+from grouper.pda.snapshot import build_snapshot
+from grouper.workloads import load_workload
 from tests.unit.helpers import one_port_cojobs, random_chain_matrix
 
 

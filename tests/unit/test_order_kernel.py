@@ -4,11 +4,11 @@ ties and chains included (instances built so that exact ties are common)."""
 from __future__ import annotations
 
 import numpy as np
-from grouper.pda.order import primal_dual_order, stage_weights
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
+from grouper.pda.order import primal_dual_order, stage_weights
 from tests.unit.pda_reference import reference_order
 
 

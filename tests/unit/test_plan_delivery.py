@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from grouper.agent.plan import patch_plan
 from grouper.agent.service import plan_dict
 from grouper.common.errors import ConfigError
 from grouper.coordinator.delivery import PlanTrack
 from grouper.coordinator.state import AgentState
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from grouper.v1 import agent_pb2 as pb
 
 TICK = 0.25  # the agents' progress interval: a quarter period

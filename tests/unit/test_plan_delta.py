@@ -5,13 +5,14 @@ real agents and kernels is in ``tests/kernel/test_incremental.py``."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from grouper.agent.plan import patch_plan
 from grouper.agent.service import plan_dict
 from grouper.common.errors import ConfigError
 from grouper.common.flows import inbound_key, parse_inbound_key
 from grouper.coordinator.plan_msg import plan_request
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def _as_sets(plan: dict) -> tuple[set, set]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from grouper.common.queues import QueueConfig
 from grouper.coordinator.merge import inbound_of
 from grouper.coordinator.planner import plan_hosts

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import sparse
+
 from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError
 from grouper.common.queues import QueueConfig, default_dscp_table, tos_byte
@@ -12,7 +14,6 @@ from grouper.pda.model import Cojob, FlowSpec, Job
 from grouper.pda.policies import flow_priorities, host_plans, schedule
 from grouper.pda.priorities import map_priorities, port_bands
 from grouper.pda.snapshot import build_snapshot
-from scipy import sparse
 
 
 def fig7_snapshot():

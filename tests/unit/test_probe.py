@@ -10,10 +10,10 @@ import subprocess
 
 import pytest
 import yaml
+
 from grouper.agent import probe
 from grouper.agent.probe import ProbeBusy, ProbeError, Prober
 from grouper.common.wire import WireError
-
 from tests.netns import GROUPER, ROOT
 
 LO = "127.0.0.1"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+
 from grouper.agent.service import AgentServicer
 from grouper.common.cluster_config import parse_cluster_config
 from grouper.common.cluster_doc import cluster_doc
 from grouper.coordinator.links import AgentLink
-
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.unit.helpers import FakeCore

@@ -9,6 +9,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+
 from grouper.pda.model import Cojob, FlowSpec, Job
 from grouper.simulator.engine import Engine
 from grouper.simulator.run import run_policies

@@ -8,13 +8,13 @@ import json
 
 import numpy as np
 import pytest
+
+from grouper.cli.main import main
 from grouper.common.errors import ConfigError
 from grouper.simulator.jobs.rar_engine import execute, run_rar
 from grouper.simulator.jobs.sjfbco import Plan, Planner, parse_rar_policy
 from grouper.workloads.placement import Placer, SjfBco
 from grouper.workloads.rarmix import RarJob, RarMix, parse_rarmix, yu_rar
-
-from grouper.cli.main import main
 
 
 def planner(caps: tuple[int, ...], policy: str = "sjf-bco", lam: float = 1.0) -> Planner:

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
-from grouper.common.errors import ConfigError
-from grouper.pda.model import Cojob, FlowSpec, Job
-from grouper.pda.snapshot import FlowTables, build_snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grouper.common.errors import ConfigError
+from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.snapshot import FlowTables, build_snapshot
 from tests.unit.snapshot_reference import reference_snapshot
 
 HOSTS = ["h1", "h2", "h3", "h4"]

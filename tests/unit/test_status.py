@@ -7,13 +7,13 @@ from __future__ import annotations
 import io
 
 import pytest
-from grouper.common.cluster_config import parse_cluster_config
 from rich.console import Console
 
 from grouper.cli import status
 from grouper.cli.main import main
 from grouper.cli.status import local_address
 from grouper.cli.status_view import render, snapshot, watch
+from grouper.common.cluster_config import parse_cluster_config
 
 CFG = parse_cluster_config(
     {

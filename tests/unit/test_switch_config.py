@@ -13,12 +13,12 @@ import re
 from pathlib import Path
 
 import pytest
-from grouper.common.cluster_config import parse_cluster_config
-from grouper.pda.switch_queues import switch_queue_map
-from grouper.topologies.leafspine import switch_queue_commands
 
 from grouper.cli.main import main
 from grouper.cli.switch_config import cumulus, eos, sonic_tables
+from grouper.common.cluster_config import parse_cluster_config
+from grouper.pda.switch_queues import switch_queue_map
+from grouper.topologies.leafspine import switch_queue_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "docs" / "cluster.sample.yaml"

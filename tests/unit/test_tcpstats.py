@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from grouper.experiments.tcpstats import parse_tables, total
 
 

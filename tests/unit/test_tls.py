@@ -6,11 +6,11 @@ import asyncio
 
 import grpc
 import pytest
+
 from grouper.agent.service import AgentServicer
 from grouper.common.cluster_config import parse_cluster_config
 from grouper.common.cluster_doc import cluster_doc
 from grouper.coordinator.loop import Coordinator
-
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.pki import make_pki
 from tests.unit.helpers import FakeCore
@@ -104,7 +104,6 @@ async def call_as(pki, identity: str) -> dict[str, str]:
     """Each call of the Agent API made with ``identity``'s (validly signed) certificate
     against an agent that takes plans from "coordinator" only: "ok" or the status."""
     from grouper.agent.authz import coordinator_only
-
     from grouper.v1 import agent_pb2 as pb
 
     servicer = AgentServicer(PlanCore("h1"), coordinator_only("coordinator"))

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import random
 
-from grouper.agent.updates import UpdateSource
-from grouper.coordinator.state import AgentState
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grouper.agent.updates import UpdateSource
+from grouper.coordinator.state import AgentState
 from grouper.v1 import agent_pb2 as pb
 
 HOSTS = {"h1", "h2"}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from grouper.cli.main import main
 from grouper.common.errors import ConfigError
 from grouper.simulator.jobs.engine import Simulation
 from grouper.simulator.jobs.jobstate import COMM
@@ -14,8 +16,6 @@ from grouper.simulator.jobs.rules import Rules, parse_rules
 from grouper.simulator.jobs.run import run_jobs
 from grouper.simulator.jobs.schedulers import parse_scheduler
 from grouper.workloads.jobmix import parse_jobmix
-
-from grouper.cli.main import main
 from tests.unit.test_jobsim import SHARE, mix_doc
 
 CODE = {"lwf-load": "lwf_load", "adadual-servers": "adadual_servers", "srsf-key": "srsf_key"}

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 import yaml
+
 from grouper.common.errors import ConfigError
 from grouper.workloads import load_workload, parse_workload
-
 from tests.unit.helpers import with_change
 
 GOOD = {

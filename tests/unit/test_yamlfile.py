@@ -7,11 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from grouper.common import yamlfile
 from grouper.common.errors import ConfigError
 from grouper.common.yamlfile import parse_yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 SAMPLE = "cluster: a\nhosts:\n  - {name: h1, address: 10.0.0.1, nic: eth0}\n"
 
