@@ -90,6 +90,7 @@ INIT = """#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc && mount -t sysfs sys /sys && mount -t devtmpfs dev /dev
+ip link set lo up  # the guest has no NIC, but 127.0.0.1 must answer (metrics, gRPC)
 for m in $(cat /modules/order); do insmod "/modules/$m" || echo "vm: insmod $m failed"; done
 mkdir -p /lower /rw /newroot
 mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose hostroot /lower
