@@ -25,7 +25,7 @@ from grouper.pda.policies import host_plans, schedule
 from grouper.pda.snapshot import build_snapshot
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
-from tests.netns import GROUPER, ROOT, AgentProc, NetStar, nft_map, root_qdisc
+from tests.netns import GROUPER, ROOT, TIME_SCALE, AgentProc, NetStar, nft_map, root_qdisc
 from tests.ports import free_port
 
 PERIOD, TTL, TIMEOUT = 0.5, 3.0, 1.5
@@ -140,6 +140,9 @@ def version(agent: AgentProc) -> int:
 
 
 def wait_for(cond, timeout: float, what: str) -> float:
+    """Seconds until ``cond()``; ``timeout`` is the host's bound, times ``TIME_SCALE``
+    (the stock-kernel VM's guest is slower)."""
+    timeout *= TIME_SCALE
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if cond():
