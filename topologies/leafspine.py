@@ -186,9 +186,7 @@ class Fabric:
     def _queues(self, node: Any, port: str, mbps: float) -> None:
         """The cluster's DSCP strict-priority queues on ``node``'s egress ``port``."""
         for cmd in switch_queue_commands(port, mbps, self.spec.queues):
-            out = node.cmd(cmd)
-            if "rror" in out:
-                raise RuntimeError(f"{node.name}: {cmd}: {out.strip()}")
+            _run(node, cmd)
         self.switch_ports.setdefault(node.name, []).append((node, port))
 
     def _nic_node(self, nic: Any, host: str) -> None:
@@ -200,9 +198,7 @@ class Fabric:
             f"ip link set {nic.name}-up master br0",
             "ip link set br0 up",
         ):
-            out = nic.cmd(cmd)
-            if "rror" in out:
-                raise RuntimeError(f"{nic.name}: {cmd}: {out.strip()}")
+            _run(nic, cmd)
         self._queues(nic, f"{nic.name}-up", self.spec.mbps)
 
     def host(self, name: str) -> object:
@@ -236,3 +232,10 @@ class Fabric:
         self.net.stop()
         if self.hosts_file is not None:
             self.hosts_file.unlink(missing_ok=True)
+
+
+def _run(node: Any, cmd: str) -> None:
+    """``cmd`` on a Mininet node; an error it prints stops the fabric's start."""
+    out = node.cmd(cmd)
+    if "rror" in out:
+        raise RuntimeError(f"{node.name}: {cmd}: {out.strip()}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pyroute2 import IPRoute
 
 from grouper.agent.kernel.layout import BandLayout
-from grouper.common.strict_priority import HTB_PRIOS, leaf_rate, strict_priority_classes
+from grouper.common.strict_priority import HTB_PRIOS, strict_priority_classes
 
 HTB_MAX_BANDS = HTB_PRIOS  # a band per HTB class prio (0..7)
 
@@ -34,10 +34,6 @@ class QdiscSpec:
     @property
     def layout(self) -> BandLayout:
         return BandLayout(self.backend, self.bands)
-
-    def leaf_rate(self) -> int:
-        """HTB leaves' guaranteed rate: ``min_share`` of the link, at least 1 kB/s."""
-        return leaf_rate(self.rate_bps, self.min_share)
 
 
 def read_classes(ipr: IPRoute, index: int, majors: set[int]) -> dict[int, dict]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grouper.common.strict_priority import HTB_LEAF_BASE
+from grouper.common.strict_priority import HTB_LEAF_BASE, leaf_minor
 
 # Our qdisc handle major "GR" (0x4752): how the agent recognises what it installed.
 HANDLE_MAJOR = 0x4752
@@ -34,7 +34,7 @@ class BandLayout:
     def minor(self, band: int) -> int:
         if self.backend == "prio":
             return band + 1  # prio: skb->priority minor N selects band N-1
-        return HTB_LEAF_BASE + band  # htb: skb->priority is the leaf classid itself
+        return leaf_minor(band)  # htb: skb->priority is the leaf classid itself
 
     def classid(self, band: int, major: int = HANDLE_MAJOR) -> int:
         return (major << 16) | self.minor(band)
