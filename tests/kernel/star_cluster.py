@@ -184,11 +184,13 @@ def stop_all(coord: subprocess.Popen, agents: dict[str, AgentProc]) -> None:
 
 
 def kernels_converged(star: NetStar, addrs: dict[str, str]):  # noqa: ANN201
-    """A check: does every host's kernel hold the maps of the plans for ``done``?"""
+    """A check: does every host's kernel hold the maps of the plans for ``done``? The
+    band layout is read from h1's root qdisc at each check: the agents install it, so a
+    check built before they start must not fix the layout of the qdisc they replace."""
     ns = dict(zip(HOSTS, star.hosts, strict=True))
-    layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
 
     def converged(done: dict[str, int]) -> bool:
+        layout = BandLayout(root_qdisc(ns["h1"], star.nic)["kind"], 8)
         want = expected_maps(addrs, layout, done)
         return all(
             (nft_map(ns[h], "band_dport"), nft_map(ns[h], "dscp_dport")) == want[h] for h in HOSTS
