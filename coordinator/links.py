@@ -71,7 +71,8 @@ class AgentLink:
     stub: pbg.AgentStub
     state: AgentState
     up: bool = False
-    last_ok: float = -math.inf
+    last_ok: float = -math.inf  # when its last update was applied
+    heard_deaf: float = 0.0  # the coordinator's stalls until then (``StallClock.deaf``)
     track: PlanTrack = field(default_factory=PlanTrack)  # plans sent and confirmed
     call: grpc.aio.StreamStreamCall | None = None
     pending: deque[asyncio.Future] = field(default_factory=deque)
@@ -180,9 +181,10 @@ class AgentLink:
             if not fut.done():
                 fut.set_exception(LinkError("session ended"))
 
-    def age_out(self, timeout: float) -> bool:
-        """Forget a silent agent's jobs after ``timeout``; True when it just happened."""
-        if self.state.jobs and time.monotonic() - self.last_ok > timeout:
+    def age_out(self, timeout: float, silent: float) -> bool:
+        """Forget the jobs of an agent ``silent`` for more than ``timeout``; True when it
+        just happened."""
+        if self.state.jobs and silent > timeout:
             log.warning("agent %s silent for %.1fs: its stages age out", self.host.name, timeout)
             self.state.clear()
             return True

@@ -26,6 +26,7 @@ from grouper.coordinator.metrics import CoordinatorMetrics
 from grouper.coordinator.planner import Planned, plan_hosts
 from grouper.coordinator.push import Pusher
 from grouper.coordinator.snapshot import Model
+from grouper.coordinator.stalls import StallClock
 from grouper.coordinator.trace import CycleTrace
 from grouper.pda.planning import Planner
 from grouper.pda.snapshot import FlowTables
@@ -78,6 +79,7 @@ class Coordinator:
         self.tables = FlowTables()
         self.stage_started: dict[tuple[str, int], float] = {}
         self.kick = asyncio.Event()
+        self.stalls = StallClock()
         self.last_stats: CycleStats | None = None
         # jobs seen ending, while agents still report them: (cojob, job) -> (how, stages)
         self.ended: dict[tuple[str, str], tuple[str, int]] = {}
@@ -187,7 +189,7 @@ class Coordinator:
             self.metrics.errors.labels("update_gap").inc()
             log.warning("updates from %s: gap after %d; resyncing", link.host.name, link.state.seq)
         if verdict == "applied":
-            link.last_ok = time.monotonic()
+            link.last_ok, link.heard_deaf = time.monotonic(), self.stalls.poll()
             link.track.on_report(link.state.plan_version, up.full)
             kick = not link.up  # a new or restarted agent: plan for it now
             if not link.up:
@@ -282,10 +284,12 @@ class Coordinator:
         """Liveness, ageing out, the jobs ended, and the model from the merged updates."""
         timeout = self.cfg.failure.agent_timeout
         for link in links:
-            if link.up and time.monotonic() - link.last_ok > timeout:
+            # silence while we were listening: our own stalls are not the agent's
+            silent = self.stalls.silence(link.last_ok, link.heard_deaf)
+            if link.up and silent > timeout:
                 self._mark_down(link, f"no update for {timeout:.1f}s")
                 link.end_session()  # its session is reopened
-            link.age_out(timeout)
+            link.age_out(timeout, silent)
         self._note_ended(links)
         for link in links:
             if link.state.dirty:
@@ -346,6 +350,13 @@ class Coordinator:
     async def run(self, stop: asyncio.Event) -> None:
         # the first plans wait for every agent's full update (or agent_timeout): plans
         # made from some hosts' jobs only would misplace the rest until the next cycle
+        watch = asyncio.create_task(self.stalls.run())
+        try:
+            await self._run(stop)
+        finally:
+            watch.cancel()
+
+    async def _run(self, stop: asyncio.Event) -> None:
         self.start_sessions()
         await self.wait_synced(self.cfg.failure.agent_timeout)
         last = -1e9

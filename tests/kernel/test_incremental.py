@@ -15,6 +15,8 @@ from tests.kernel.star_cluster import (
     agents_on,
     config,
     kernels_converged,
+    metric,
+    metrics_address,
     register_all,
     report_progress,
     start_coordinator,
@@ -145,8 +147,10 @@ def test_agent_and_coordinator_restarts_lose_no_stage(star, tmp_path):
 
 def test_a_coordinator_paused_past_plan_ttl_restores_the_kernels_with_whole_plans(star, tmp_path):
     """Agents drop their plans at plan_ttl while the coordinator is stopped (SIGSTOP);
-    when it resumes it still holds their version, so it sends deltas: each is refused
-    (need_full: no plan in force to patch), and the whole plan restores the kernel."""
+    when it resumes it still holds their version, so a delta it sends is refused
+    (need_full: no plan in force to patch), and the whole plan restores the kernel. The
+    coordinator's own stop does not count as the agents' silence: none is marked down
+    (coordinator/stalls.py)."""
     path, addrs = config(star, tmp_path)
     agents = agents_on(star, path, tmp_path)
     log_path = tmp_path / "coordinator.log"
@@ -160,6 +164,8 @@ def test_a_coordinator_paused_past_plan_ttl_restores_the_kernels_with_whole_plan
         wait_for(lambda: converged({}), 20, "the first plan in every kernel")
         report_progress(agents, "A", 4)
         wait_for(lambda: converged({"A": 4}), 10, "A's second stage planned")
+        whole = 'grouper_coordinator_plans_pushed_total{form="whole"}'
+        whole_before = metric(metrics_address(path), whole)
         coord.send_signal(signal.SIGSTOP)
         try:
             wait_for(
@@ -171,6 +177,10 @@ def test_a_coordinator_paused_past_plan_ttl_restores_the_kernels_with_whole_plan
             coord.send_signal(signal.SIGCONT)
         wait_for(lambda: converged({"A": 4}), 15, "the plans restored after the pause")
         text = log_path.read_text()
-        assert "plan.base_version: delta on plan" in text and "whole" in text, text[-2000:]
+        # its own stop is not the agents' silence: none is taken for down and resynced
+        assert "no update for" not in text, text[-2000:]
+        # an agent without a plan takes only a whole one: a delta sent meanwhile is
+        # refused (need_full), or the plan went whole as a repair (unconfirmed)
+        assert metric(metrics_address(path), whole) >= whole_before + len(HOSTS), text[-2000:]
     finally:
         stop_all(coord, agents)
