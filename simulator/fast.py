@@ -7,17 +7,20 @@ any workload written the same way. :class:`FastEngine` then gives the same compl
 times as :class:`simulator.engine.Engine` (a hypothesis test checks it, every policy)
 while doing per event only what the event touches:
 
-* **No Python object per flow in the loop.** Flows are flat arrays, coflow by coflow;
-  only the flows still moving are in the working arrays (compacted as flows finish),
-  so an event costs the active flows, not the trace.
+* **No Python object per flow in the loop.** Flows are flat arrays; flows with the
+  same links and queues form a class with one rate and one ``served`` counter
+  (``fast_state``), and runs of events between two plans stay in compiled code.
 * **No replanning where the order cannot have changed.** A coflow's snapshot load
   depends only on which coflows are live (one iteration: nothing is done until all
-  is), so the planner runs only when a coflow arrives or completes, exactly where the
-  engine plans, and its plan is mapped onto the active flows by offsets.
-* **Rates per class, compiled.** Flows with the same sender, receiver and queues on
-  both links get the same max-min rate, so the allocator (``fast_kernel``, the same
-  progressive filling as ``allocator_kernel`` with a multiplicity per entry) fills one
-  entry per class; classes are rebuilt when the plan changes and shrink as flows end.
+  is), so the policy orders only when a coflow arrives or ends, exactly where the
+  engine plans, from a snapshot of the live coflows' units whose loads were computed
+  once (:meth:`FastEngine._unit_snapshot`); its bands per (coflow, port) are the
+  planner's (``schedule`` and ``port_bands``, unchanged).
+* **Work per event proportional to what moves.** The allocator's fixed point runs over
+  the classes whose two queues have capacity left (``fast_fill``).
+
+With the contention penalty on, rates are not the same per class:
+``fast_flows.FlowFastEngine`` runs those workloads.
 """
 
 from __future__ import annotations
@@ -28,16 +31,14 @@ import numpy as np
 
 from grouper.common.limits import MAX_SIM_EVENTS
 from grouper.pda.model import Cojob
-from grouper.pda.planning import Planner
-from grouper.pda.policies import knows_survivors
-from grouper.pda.priorities import QueueConfig
-from grouper.pda.snapshot import FlowTables, build_snapshot
-from grouper.simulator.fast_kernel import Classes, build_classes, class_rates
+from grouper.pda.policies import schedule
+from grouper.pda.priorities import QueueConfig, port_bands
+from grouper.pda.snapshot import Snapshot, _flow_loads, _FlowTable
+from grouper.simulator.allocator import EPS as ALLOC_EPS
+from grouper.simulator.fast_state import EPS, Flows, advance, empty_classes, rebuild
 from grouper.simulator.limits import RunLimits, check_limits
 from grouper.simulator.state import SimCojob, SimJob, SimResult, collect_result
 from grouper.workloads.topology import Topology
-
-EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
 
 def coflow_shaped(
@@ -60,7 +61,8 @@ def coflow_shaped(
 
 
 class FastEngine:
-    """The engine's semantics on coflow-shaped workloads (:func:`coflow_shaped`)."""
+    """The engine's semantics on coflow-shaped workloads (:func:`coflow_shaped`), on
+    ideal links (no contention penalty)."""
 
     def __init__(
         self,
@@ -70,58 +72,54 @@ class FastEngine:
         *,
         queues: QueueConfig | None = None,
         unlimited: bool = False,
-        contention: float = 0.0,
         local_on_ports: bool = False,
     ) -> None:
         self.topo = topo
         self.policy = policy
-        self.knows = knows_survivors(policy)
-        self.contention = contention
+        self.queues = queues or QueueConfig()
+        self.unlimited = unlimited
         self.local_on_ports = local_on_ports
-        self.planner = Planner(policy, queues or QueueConfig(), 0.0, unlimited=unlimited)
-        self.tables = FlowTables()
         self.model = sorted(cojobs, key=lambda c: c.arrival)  # stable, as the engine's
         self.events = 0
         self.reschedules = 0
         self.delivered = 0.0
         self.t = 0.0
+        self.tol = ALLOC_EPS * max(float(topo.capacity.max(initial=0.0)), 1.0)
         self._build()
 
     def _build(self) -> None:
-        """Every flow in flat arrays, coflow after coflow (arrival order)."""
+        """Every flow in flat arrays, coflow after coflow (arrival order), and the
+        snapshot's per-coflow loads, once."""
         host = {h: i for i, h in enumerate(self.topo.hosts)}
         n = len(self.topo.hosts)
-        src, dst, size, counts = [], [], [], []
+        tables, counts = [], []
         self.jobs: list[SimJob] = []
         self.cojobs: list[SimCojob] = []
         for g, c in enumerate(self.model):
             job = c.jobs[0]
-            s = np.fromiter((host[f.src] for f in job.flows), np.int64, len(job.flows))
-            d = np.fromiter((host[f.dst] for f in job.flows), np.int64, len(job.flows))
-            b = np.fromiter((f.bytes for f in job.flows), float, len(job.flows))
-            src.append(s)
-            dst.append(d)
-            size.append(b)
-            counts.append(len(b))
+            k = len(job.flows)
+            s = np.fromiter((host[f.src] for f in job.flows), np.int64, k)
+            d = np.fromiter((host[f.dst] for f in job.flows), np.int64, k)
+            b = np.fromiter((f.bytes for f in job.flows), float, k)
+            tables.append(_FlowTable((), s, d, b))
+            counts.append(k)
             runs = job.stages or c.num_stages
             self.jobs.append(
                 SimJob(g, job.job_id, s, d, b, [], 0.0, runs, index=g, weight=job.weight)
             )
             self.cojobs.append(SimCojob(c.cojob_id, c.arrival, (1,), [g], barrier=c.barrier))
         self.f_lo = np.cumsum([0, *counts])[:-1].astype(np.int64)
-        self.f_src = np.concatenate(src) if src else np.zeros(0, np.int64)
-        self.f_dst = np.concatenate(dst) + n if dst else np.zeros(0, np.int64)  # downlinks
-        self.f_size = np.concatenate(size) if size else np.zeros(0)
-        self.f_cojob = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        # the working set: flows still moving, by global index (sorted), with their
-        # remaining bytes, last rates (the allocator's warm start) and queues
-        self.act = np.zeros(0, np.int64)
-        self.rem = np.zeros(0)
-        self.rate = np.zeros(0)
-        self.band = np.zeros(0, np.int64)
-        self.rband = np.zeros(0, np.int64)
+        # the snapshot's loads of one iteration per coflow and its flow rows, as
+        # build_snapshot computes them
+        self.iter_loads, (fj, fs, fd, fb) = _flow_loads(tables, n)
+        remote = fs != fd
+        self.sent = np.bincount(fj[remote], weights=fb[remote], minlength=len(tables))
+        self.flows = Flows(fs, fd + n, fb, fj, np.zeros(len(fb)), np.zeros(len(tables), np.int64))
+        self.cls = empty_classes()
+        self.net = None
+        self.new: list[np.ndarray] = []  # flows started since the last plan
         self.live: list[int] = []  # cojobs started and not finished, by index
-        self.cls: Classes | None = None  # the active flows' rate classes (per plan)
+        self.q = self.queues.queues
 
     # -- arrivals and completions ----------------------------------------------------
     def _start(self, g: int) -> None:
@@ -134,17 +132,13 @@ class FastEngine:
         if not self.local_on_ports:
             idx = idx[j.src != j.dst]
         self.live.append(g)
-        self.act = np.concatenate([self.act, idx])
-        self.rem = np.concatenate([self.rem, self.f_size[idx]])
-        self.rate = np.concatenate([self.rate, np.zeros(len(idx))])
-        self.band = np.concatenate([self.band, np.full(len(idx), -1, np.int64)])
-        self.rband = np.concatenate([self.rband, np.full(len(idx), -1, np.int64)])
+        self.new.append(idx)
+        self.flows.busy[g] = len(idx)
 
     def _finish_done(self) -> bool:
         """Coflows with no bytes left finish now (the engine's barrier: one job, one
         iteration, so the job ends with its stage). True when any did."""
-        busy = np.bincount(self.f_cojob[self.act], minlength=len(self.cojobs))
-        done = [g for g in self.live if busy[g] == 0]
+        done = [g for g in self.live if self.flows.busy[g] == 0]
         for g in done:
             c, j = self.cojobs[g], self.jobs[g]
             j.done, j.phase, j.end = 1, "dead", self.t
@@ -154,39 +148,68 @@ class FastEngine:
         return bool(done)
 
     # -- planning ----------------------------------------------------------------------
+    def _unit_snapshot(self, live: np.ndarray) -> Snapshot:
+        """The snapshot the planner would build of the live coflows, as the policies
+        read it: one stage (one job) per coflow with its loads of one iteration. Its
+        flow rows are one per job: the policies use them only to find each job's unit."""
+        loads = self.iter_loads[live]
+        ids = [self.cojobs[g].cojob_id for g in live]
+        rows = np.arange(len(live), dtype=np.int64)
+        weight = np.asarray([self.jobs[g].weight for g in live], dtype=float)
+        zeros = np.zeros(len(live), dtype=np.int64)
+        return Snapshot(
+            hosts=tuple(self.topo.hosts),
+            cojob_ids=ids,
+            cojob_arrival=np.asarray([self.cojobs[g].arrival for g in live], dtype=float),
+            stage_ids=[f"{cid}/1" for cid in ids],
+            stage_cojob=rows,
+            stage_number=np.ones(len(live), dtype=np.int64),
+            stage_prev=np.full(len(live), -1, dtype=np.int64),
+            stage_started=np.asarray([self.cojobs[g].started[0] for g in live], dtype=float),
+            stage_loads=loads,
+            stage_weight=weight,
+            job_ids=[f"{self.cojobs[g].cojob_id}:{self.jobs[g].job_id}" for g in live],
+            job_cojob=rows,
+            job_stage=rows,
+            job_iter_loads=loads,
+            job_remaining=self.sent[live].astype(float),
+            job_weight=weight,
+            flow_job=rows,
+            flow_src=zeros,
+            flow_dst=zeros,
+            flow_bytes=np.zeros(len(live)),
+        )
+
+    def _band_table(self, live: np.ndarray) -> np.ndarray:
+        """Band of every live coflow on every port (rows in ``live`` order): the
+        planner's ``port_bands``, the default band where a coflow has no load."""
+        cfg = self.queues
+        table = np.full((len(live), 2 * len(self.topo.hosts)), cfg.default_band, np.int64)
+        if self.policy == "fs":  # nothing is ordered: every flow in the default band
+            return table
+        sched = schedule(self._unit_snapshot(live), self.policy)
+        pb = port_bands(sched.loads, sched.order, cfg, np.ones(len(live), bool), self.unlimited)
+        coo = pb.band.tocoo()
+        table[coo.row, coo.col] = coo.data - 1
+        return table
+
     def _replan(self) -> None:
-        """The engine's plan: the live coflows, as the coordinator's planner sees them,
-        its rows (every flow of every live coflow, local ones included) mapped onto the
-        active flows by offsets."""
+        """The engine's plan at this event: bands of the live coflows, and the classes
+        of the flows still moving under them."""
         if not self.live:
             return
-        model = []
-        for g in self.live:
-            c, j = self.model[g], self.jobs[g]
-            job = c.jobs[0]
-            planned = type(job)(
-                job.job_id, "flows", job.flows, stages=j.runs if self.knows else None,
-                weight=job.weight,
-            )  # fmt: skip
-            started = tuple(self.cojobs[g].started)
-            model.append(Cojob(c.cojob_id, (1,), (planned,), c.arrival, started, c.barrier))
-        snap = build_snapshot(
-            model, self.topo.hosts, known_survivors=self.knows, tables=self.tables
-        )
-        plan = self.planner.plan(snap, self.t)
-        self.reschedules += plan.fresh
         live = np.asarray(self.live, dtype=np.int64)
-        sizes = np.asarray([len(self.jobs[g].size) for g in self.live], dtype=np.int64)
-        offset = np.zeros(len(self.cojobs), dtype=np.int64)
-        offset[live] = np.cumsum(sizes) - sizes
-        g = self.f_cojob[self.act]
-        row = offset[g] + self.act - self.f_lo[g]
-        self.band = plan.band[row].astype(np.int64)
-        self.rband = plan.recv_band[row].astype(np.int64)
-        self.cls = None
-        if self.contention <= 0 and len(self.act):
-            up, down = self.f_src[self.act], self.f_dst[self.act]
-            self.cls = build_classes(up, down, self.band, self.rband)
+        table = self._band_table(live)
+        self.reschedules += 1
+        self.q = max(self.q, int(table.max()) + 1)
+        row = np.full(len(self.cojobs), -1, dtype=np.int64)
+        row[live] = np.arange(len(live))
+        new = np.concatenate(self.new) if self.new else np.zeros(0, np.int64)
+        self.new = []
+        self.cls, self.net = rebuild(
+            self.cls, self.flows, new, table, row, self.q, len(self.topo.hosts),
+            np.asarray(self.topo.capacity, dtype=float), self.queues.default_band,
+        )  # fmt: skip
 
     # -- the loop ------------------------------------------------------------------------
     def run(
@@ -219,35 +242,25 @@ class FastEngine:
             if changed:
                 self._replan()
             nxt = self.cojobs[pending].arrival if pending < ncj else math.inf
-            self.t += self._advance(nxt)
+            self._advance(nxt, limits)
         return collect_result(self)
 
-    def _advance(self, next_arrival: float) -> float:
-        candidates = []
-        if math.isfinite(next_arrival):
-            candidates.append(next_arrival - self.t)
-        if len(self.act):
-            a = self.act
-            flows = (self.f_src[a], self.f_dst[a], self.band, self.rband, self.f_cojob[a])
-            rates = class_rates(self.cls, flows, self.topo.capacity, self.contention, self.rate)
-            pos = rates > 0
-            if pos.any():
-                candidates.append(float((self.rem[pos] / rates[pos]).min()))
-            self.rate = rates
-        dt = min((c for c in candidates if c > 0), default=math.inf)
-        if not math.isfinite(dt):
+    def _advance(self, nxt: float, limits: RunLimits) -> None:
+        """This event and the ones after it up to the next arrival, the next coflow to
+        end or the next check of the limits (``check_limits`` looks at the wall clock
+        every 256 events), in compiled code."""
+        if self.net is None or not self.live:  # nothing moves: on to the arrival
+            if not math.isfinite(nxt):
+                raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
+            self.t = nxt
+            return
+        budget = min(255 - self.events % 256, limits.max_events - self.events)
+        out = np.zeros(4)
+        self.t = advance(
+            self.cls, self.flows, self.net, self.q, self.tol, self.t, nxt, max(budget, 0),
+            limits.max_time, out,
+        )  # fmt: skip
+        if out[3]:
             raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
-        if len(self.act):
-            moved = np.minimum(self.rem, self.rate * dt)
-            self.delivered += float(moved.sum())
-            left = self.rem - moved
-            left[left <= EPS * np.maximum(1.0, self.f_size[self.act])] = 0.0
-            keep = left > EPS
-            if not keep.all():
-                self.act, self.rem, self.rate = self.act[keep], left[keep], self.rate[keep]
-                self.band, self.rband = self.band[keep], self.rband[keep]
-                if self.cls is not None:
-                    self.cls.of_flow = self.cls.of_flow[keep]
-            else:
-                self.rem = left
-        return dt
+        self.events += int(out[0])
+        self.delivered += float(out[1])

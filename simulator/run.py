@@ -20,6 +20,7 @@ from grouper.common.queues import QueueConfig
 from grouper.common.scheduling import POLICIES
 from grouper.simulator.engine import Engine
 from grouper.simulator.fast import FastEngine, coflow_shaped
+from grouper.simulator.fast_flows import FlowFastEngine
 from grouper.simulator.limits import RunLimits
 from grouper.simulator.state import SimResult
 from grouper.workloads.schema import Workload
@@ -61,9 +62,10 @@ def engine_for(
     period: float,
     queues: QueueConfig,
     contention: float = 0.0,
-) -> Engine | FastEngine:
+) -> Engine | FastEngine | FlowFastEngine:
     """The policy's engine: the fast path for coflow-shaped workloads (same results,
-    ``tests/unit/test_fast_simulator.py``), the general engine otherwise."""
+    ``tests/unit/test_fast_simulator.py``; flow by flow with the contention penalty on),
+    the general engine otherwise."""
     base = policy
     unlimited = False
     if policy == "grouper-noadmit":
@@ -71,14 +73,14 @@ def engine_for(
     elif policy == "grouper-infinite":
         base, unlimited = "grouper", True
     if coflow_shaped(wl.cojobs, topo, period, wl.release_after, wl.ring_mode == "steps"):
+        local = wl.local_traffic == "ports"
+        if contention > 0:
+            return FlowFastEngine(
+                list(wl.cojobs), topo, base, queues=queues, unlimited=unlimited,
+                contention=contention, local_on_ports=local,
+            )  # fmt: skip
         return FastEngine(
-            list(wl.cojobs),
-            topo,
-            base,
-            queues=queues,
-            unlimited=unlimited,
-            contention=contention,
-            local_on_ports=wl.local_traffic == "ports",
+            list(wl.cojobs), topo, base, queues=queues, unlimited=unlimited, local_on_ports=local
         )
     return Engine(
         list(wl.cojobs),

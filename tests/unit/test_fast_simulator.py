@@ -14,6 +14,7 @@ from grouper.common.contention import ContentionModel
 from grouper.pda.priorities import QueueConfig
 from grouper.simulator.engine import Engine
 from grouper.simulator.fast import FastEngine, coflow_shaped
+from grouper.simulator.fast_flows import FlowFastEngine
 from grouper.simulator.fast_kernel import build_classes, class_rates
 from grouper.simulator.run import SIM_POLICIES, engine_for, topology_of
 from grouper.workloads.coflow_trace import parse_coflow_trace, trace_workload
@@ -70,7 +71,7 @@ def test_fast_path_gives_the_engines_completion_times(
     cfg = QueueConfig(queues=queues, admission=ContentionModel())
     topo = topology_of(wl)
     fast = engine_for(wl, policy, topo, 0.0, cfg, penalty)
-    assert isinstance(fast, FastEngine)
+    assert isinstance(fast, FastEngine if penalty == 0 else FlowFastEngine)
     got, want = fast.run(), reference(wl, policy, cfg, penalty).run()
     ends, ref = stage_ends(got), stage_ends(want)
     assert ends.keys() == ref.keys() == set(trace.ids)

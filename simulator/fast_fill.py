@@ -1,0 +1,310 @@
+"""Rates of the fast path's flow classes (numba): the allocator's fixed point, touching
+only the classes that can move.
+
+A class is a set of flows with the same virtual links: (uplink, band) and (downlink,
+receiver band); virtual link ``v = port * q + band``. The allocator's fixed point
+(:mod:`simulator.allocator`) is kept: virtual capacities from the rates (a queue gets
+what the queues above it leave), exact progressive filling within them, until the
+capacities repeat, at most ``MAX_ROUNDS`` rounds, else the worst-queue fallback. What
+changes is the work per round:
+
+* A virtual link with no capacity left (``vcap <= tol``) saturates at once, at level 0,
+  so its classes get rate 0 whatever their other link does. Only the classes whose two
+  links are open (the *active set*) take part in the filling; it is kept across rounds
+  and events, and only the classes of links that open or close are looked at.
+* The filling takes the next link to saturate from a heap of saturation levels; a
+  level only rises when a class leaves a link, so a stale entry is pushed back when it
+  surfaces. A round costs the active classes and the links, not every class.
+
+The levels are the allocator's (the same arithmetic up to rounding, within the
+``tol`` it uses); classes left out get 0 where the allocator gives them the tiny level
+at which a closed link saturates (at most ``tol`` per flow).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from grouper.simulator.allocator import MAX_ROUNDS
+from grouper.simulator.fast_kernel import _worst_queue_w
+
+
+class Classes(NamedTuple):
+    """The classes of the flows still moving (rebuilt per plan, ``fast_state``)."""
+
+    up: np.ndarray  # (C,) uplink virtual link
+    down: np.ndarray  # (C,) downlink virtual link
+    mult: np.ndarray  # (C,) flows still moving
+    start: np.ndarray  # (C,) first of the class's flows in ``flow``
+    flow: np.ndarray  # flows, class by class, those still moving first
+    served: np.ndarray  # (C,) bytes every flow of the class was served since the plan
+    rate: np.ndarray  # (C,) rate of each of its flows
+    least: np.ndarray  # (C,) least ``key`` (bytes left + served) of its flows
+    slack: np.ndarray  # (C,) largest "done" threshold (EPS x size) of its flows
+    apos: np.ndarray  # (C,) position in ``aset`` or -1
+    aset: np.ndarray  # the active set (both links open)
+    pos: np.ndarray  # classes with a rate after the last allocation
+    count: np.ndarray  # [active classes, classes in pos]
+
+
+class Net(NamedTuple):
+    """Per virtual link: capacities, class lists and the filling's workspace."""
+
+    cap: np.ndarray  # (V,) the port's capacity
+    vstart: np.ndarray  # (V+1,) CSR of every class per link
+    vcls: np.ndarray
+    vnum: np.ndarray  # (V,) classes with flows
+    used: np.ndarray  # (V,) rate x flows of its classes (the next allocation's start)
+    vcap: np.ndarray  # (V,) what the queues above leave
+    again: np.ndarray
+    isopen: np.ndarray  # (V,) bool: vcap > tol
+    cnt: np.ndarray  # (V,) int64 workspace (unfrozen flows)
+    res: np.ndarray  # (V,) residual at level ``lv``
+    lv: np.ndarray
+    astart: np.ndarray  # (V+1,) CSR of the active classes per link
+    acls: np.ndarray
+    heap_k: np.ndarray
+    heap_v: np.ndarray
+    work: np.ndarray  # (3, V) int64: cursor, batch, aside / flips
+
+
+@njit(cache=True)
+def _push(hk: np.ndarray, hv: np.ndarray, n: int, key: float, v: int) -> int:
+    i = n
+    hk[i], hv[i] = key, v
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] <= hk[i]:
+            break
+        hk[p], hk[i] = hk[i], hk[p]
+        hv[p], hv[i] = hv[i], hv[p]
+        i = p
+    return n + 1
+
+
+@njit(cache=True)
+def _pop(hk: np.ndarray, hv: np.ndarray, n: int) -> tuple[float, int, int]:
+    key, v = hk[0], hv[0]
+    n -= 1
+    hk[0], hv[0] = hk[n], hv[n]
+    i = 0
+    while True:
+        a, b, m = 2 * i + 1, 2 * i + 2, i
+        if a < n and hk[a] < hk[m]:
+            m = a
+        if b < n and hk[b] < hk[m]:
+            m = b
+        if m == i:
+            break
+        hk[m], hk[i] = hk[i], hk[m]
+        hv[m], hv[i] = hv[i], hv[m]
+        i = m
+    return key, v, n
+
+
+@njit(cache=True)
+def active_add(c: Classes, k: int) -> None:
+    n = c.count[0]
+    c.aset[n] = k
+    c.apos[k] = n
+    c.count[0] = n + 1
+
+
+@njit(cache=True)
+def active_remove(c: Classes, k: int) -> None:
+    i, n = c.apos[k], c.count[0] - 1
+    last = c.aset[n]
+    c.aset[i] = last
+    c.apos[last] = i
+    c.apos[k] = -1
+    c.count[0] = n
+    c.rate[k] = 0.0
+
+
+@njit(cache=True)
+def _toggle(c: Classes, net: Net, tol: float) -> None:
+    """Open and close links by ``vcap`` and keep the active set in step."""
+    flips = net.work[2]
+    nf = 0
+    for v in range(len(net.vcap)):
+        o = net.vcap[v] > tol
+        if o != net.isopen[v]:
+            net.isopen[v] = o
+            flips[nf] = v
+            nf += 1
+    for i in range(nf):
+        v = flips[i]
+        for j in range(net.vstart[v], net.vstart[v + 1]):
+            k = net.vcls[j]
+            if not net.isopen[v]:
+                if c.apos[k] >= 0:
+                    active_remove(c, k)
+            elif c.apos[k] < 0 and c.mult[k] > 0 and net.isopen[c.up[k]] and net.isopen[c.down[k]]:
+                active_add(c, k)
+
+
+@njit(cache=True)
+def _active_lists(c: Classes, net: Net) -> None:
+    """Unfrozen flows per link and the CSR of the active classes per link; every
+    active class unfrozen (rate -1)."""
+    cnt, astart, cur = net.cnt, net.astart, net.work[0]
+    cnt[:] = 0
+    astart[:] = 0
+    for i in range(c.count[0]):
+        k = c.aset[i]
+        cnt[c.up[k]] += c.mult[k]
+        cnt[c.down[k]] += c.mult[k]
+        astart[c.up[k] + 1] += 1
+        astart[c.down[k] + 1] += 1
+        c.rate[k] = -1.0
+    for v in range(len(cnt)):
+        astart[v + 1] += astart[v]
+        cur[v] = astart[v]
+    for i in range(c.count[0]):
+        k = c.aset[i]
+        for v in (c.up[k], c.down[k]):
+            net.acls[cur[v]] = k
+            cur[v] += 1
+
+
+@njit(cache=True)
+def _freeze(c: Classes, net: Net, b: int, level: float) -> None:
+    """Every unfrozen class of link ``b`` at ``level``; their other links lose them."""
+    cnt, res, lv = net.cnt, net.res, net.lv
+    for j in range(net.astart[b], net.astart[b + 1]):
+        k = net.acls[j]
+        if c.rate[k] >= 0.0:
+            continue
+        c.rate[k] = level
+        m = c.mult[k]
+        for o in (c.up[k], c.down[k]):
+            if cnt[o] > 0:
+                res[o] -= (level - lv[o]) * cnt[o]
+                lv[o] = level
+                cnt[o] -= m
+    cnt[b] = 0
+
+
+@njit(cache=True)
+def _fill(c: Classes, net: Net, tol: float) -> None:
+    """Exact progressive filling of the active classes in ``net.vcap``
+    (``allocator_kernel._maxmin``: every link whose residual falls to ``tol`` saturates
+    and freezes its classes at the level reached)."""
+    _active_lists(c, net)
+    cnt, res, lv, hk, hv = net.cnt, net.res, net.lv, net.heap_k, net.heap_v
+    batch, aside = net.work[1], net.work[2]
+    n = 0
+    for v in range(len(cnt)):
+        if cnt[v] > 0:
+            res[v], lv[v] = net.vcap[v], 0.0
+            n = _push(hk, hv, n, res[v] / cnt[v], v)
+    level = 0.0
+    while n > 0:
+        s, v, n = _pop(hk, hv, n)
+        if cnt[v] <= 0:
+            continue
+        sat = lv[v] + res[v] / cnt[v]
+        if sat > s:  # classes left it since it was pushed: its level rose
+            n = _push(hk, hv, n, sat, v)
+            continue
+        level = max(level, sat)
+        nb, na = 1, 0
+        batch[0] = v
+        while n > 0 and hk[0] <= level + tol:
+            _, w, n = _pop(hk, hv, n)
+            if cnt[w] <= 0:
+                continue
+            if res[w] - (level - lv[w]) * cnt[w] <= tol:
+                batch[nb] = w
+                nb += 1
+            else:
+                aside[na] = w
+                na += 1
+        for i in range(nb):
+            _freeze(c, net, batch[i], level)
+        for i in range(na):
+            w = aside[i]
+            if cnt[w] > 0:
+                n = _push(hk, hv, n, lv[w] + res[w] / cnt[w], w)
+    for i in range(c.count[0]):
+        if c.rate[c.aset[i]] < 0.0:
+            c.rate[c.aset[i]] = level
+
+
+@njit(cache=True)
+def _virtual_capacity(used: np.ndarray, cap: np.ndarray, q: int, out: np.ndarray) -> None:
+    """What every queue gets: its port's capacity less what the queues above use."""
+    for p in range(len(used) // q):
+        above = 0.0
+        for b in range(q):
+            v = p * q + b
+            out[v] = max(cap[v] - above, 0.0)
+            above += used[v]
+
+
+@njit(cache=True)
+def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
+    net.used[:] = 0.0
+    for i in range(n):
+        k = classes[i]
+        x = c.rate[k] * c.mult[k]
+        net.used[c.up[k]] += x
+        net.used[c.down[k]] += x
+
+
+@njit(cache=True)
+def _settled(net: Net, tol: float) -> bool:
+    for v in range(len(net.vcap)):
+        if net.vnum[v] > 0 and abs(net.again[v] - net.vcap[v]) > tol + 1e-9 * abs(net.vcap[v]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
+    """Every class's rate (``c.rate``), warm-started from ``net.used``; the classes with
+    a rate in ``c.pos``, their use in ``net.used``. False when the fixed point did not
+    settle and the worst-queue fallback decided (as ``allocate``)."""
+    for i in range(c.count[1]):
+        c.rate[c.pos[i]] = 0.0
+    _virtual_capacity(net.used, net.cap, q, net.vcap)
+    for _ in range(MAX_ROUNDS):
+        _toggle(c, net, tol)
+        _fill(c, net, tol)
+        _used(c, net, c.aset, c.count[0])
+        _virtual_capacity(net.used, net.cap, q, net.again)
+        if _settled(net, tol):
+            n = c.count[0]
+            c.pos[:n] = c.aset[:n]
+            c.count[1] = n
+            return True
+        net.vcap[:] = net.again
+    _fallback(c, net, q, tol)
+    return False
+
+
+@njit(cache=True)
+def _fallback(c: Classes, net: Net, q: int, tol: float) -> None:
+    """A priority cycle: every class at its worst queue (``allocate``'s fallback)."""
+    live = np.flatnonzero(c.mult > 0)
+    nl = len(live)
+    pf = np.repeat(np.arange(nl), 2)
+    pl = np.empty(2 * nl, np.int64)
+    pq = np.empty(2 * nl, np.int64)
+    for i in range(nl):
+        k = live[i]
+        pl[2 * i], pq[2 * i] = c.up[k] // q, c.up[k] % q
+        pl[2 * i + 1], pq[2 * i + 1] = c.down[k] // q, c.down[k] % q
+    capacity = net.cap[::q].copy()
+    rates = _worst_queue_w(pf, pl, pq, c.mult[live].astype(np.float64), capacity, tol)
+    n = 0
+    for i in range(nl):
+        c.rate[live[i]] = rates[i]
+        if rates[i] > 0.0:
+            c.pos[n] = live[i]
+            n += 1
+    c.count[1] = n
+    _used(c, net, c.pos, n)

@@ -1,0 +1,209 @@
+"""The fast path's event loop over flow classes (numba).
+
+Flows that share both virtual links (``fast_fill``) share one rate, so a class keeps
+one ``served`` counter for all of its flows: a flow's bytes left are its ``key`` less
+its class's ``served``, and only the class's least key decides when one of them ends.
+An event therefore costs the classes with a rate (the time step, the bytes served), the
+classes where a flow ends (a scan of their flows) and the allocation (``fast_fill``),
+never every flow still moving. Classes are rebuilt when the plan changes (a coflow
+arrives or ends); between plans, runs of events stay inside compiled code.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from grouper.simulator.allocator_kernel import _group
+from grouper.simulator.fast_fill import Classes, Net, active_remove, allocate_classes
+
+EPS = 1e-9  # as the engine's: bytes below it are no bytes
+
+
+class Flows(NamedTuple):
+    """Every flow of the workload, coflow after coflow, and every coflow's count."""
+
+    up: np.ndarray  # uplink port (the sender's host index)
+    down: np.ndarray  # downlink port (hosts + the receiver's host index)
+    size: np.ndarray
+    co: np.ndarray  # coflow
+    key: np.ndarray  # bytes left + its class's ``served`` (flows still moving)
+    busy: np.ndarray  # per coflow: flows still moving
+
+
+def empty_classes() -> Classes:
+    z, f = np.zeros(0, np.int64), np.zeros(0)
+    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, np.zeros(2, np.int64))
+
+
+@njit(cache=True)
+def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
+    """The flows still moving, class by class, then ``new``: bytes left, last rate."""
+    m = c.mult.sum() + len(new)
+    fs, rem, prev = np.empty(m, np.int64), np.empty(m), np.empty(m)
+    i = 0
+    for k in range(len(c.mult)):
+        for j in range(c.start[k], c.start[k] + c.mult[k]):
+            f = c.flow[j]
+            fs[i], rem[i], prev[i] = f, fl.key[f] - c.served[k], c.rate[k]
+            i += 1
+    for f in new:
+        fs[i], rem[i], prev[i] = f, fl.size[f], 0.0
+        i += 1
+    return fs, rem, prev
+
+
+@njit(cache=True)
+def rebuild(
+    c: Classes, fl: Flows, new: np.ndarray, table: np.ndarray, row: np.ndarray, q: int,
+    hosts: int, cap: np.ndarray, default: int,
+) -> tuple[Classes, Net]:  # fmt: skip
+    """The classes under a new plan: ``table[row[coflow], port]`` is a coflow's band on
+    a port; ``new`` flows join. The next allocation starts from every flow's last rate
+    (the engine's warm start)."""
+    fs, rem, prev = _moving(c, fl, new)
+    m, nv = len(fs), 2 * hosts * q
+    vu, vd = np.empty(m, np.int64), np.empty(m, np.int64)
+    used = np.zeros(nv)
+    for i in range(m):
+        f = fs[i]
+        s, d = fl.up[f], fl.down[f]
+        b = rb = default
+        if s != d - hosts:  # local flows (they cross ports only with local_on_ports)
+            b, rb = table[row[fl.co[f]], s], table[row[fl.co[f]], d]
+        vu[i], vd[i] = s * q + b, d * q + rb
+        used[vu[i]] += prev[i]
+        used[vd[i]] += prev[i]
+    ids, order, starts = _group(vu * nv + vd)
+    nc = len(starts) - 1
+    up, down = np.empty(nc, np.int64), np.empty(nc, np.int64)
+    least, slack = np.full(nc, np.inf), np.zeros(nc)
+    for i in range(m):
+        k, f = ids[i], fs[i]
+        up[k], down[k] = vu[i], vd[i]
+        fl.key[f] = rem[i]
+        least[k] = min(least[k], rem[i])
+        slack[k] = max(slack[k], EPS * max(1.0, fl.size[f]))
+    new_c = Classes(
+        up, down, np.diff(starts), starts[:-1].copy(), fs[order], np.zeros(nc), np.zeros(nc),
+        least, slack, np.full(nc, -1, np.int64), np.empty(nc, np.int64),
+        np.empty(nc, np.int64), np.zeros(2, np.int64),
+    )  # fmt: skip
+    return new_c, _net(up, down, nv, q, cap, used)
+
+
+@njit(cache=True)
+def _net(
+    up: np.ndarray, down: np.ndarray, nv: int, q: int, cap: np.ndarray, used: np.ndarray
+) -> Net:
+    nc = len(up)
+    vstart = np.zeros(nv + 1, np.int64)
+    for k in range(nc):
+        vstart[up[k] + 1] += 1
+        vstart[down[k] + 1] += 1
+    vnum = vstart[1:].copy()
+    vstart = np.cumsum(vstart)
+    cur = vstart[:-1].copy()
+    vcls = np.empty(2 * nc, np.int64)
+    for k in range(nc):
+        for v in (up[k], down[k]):
+            vcls[cur[v]] = k
+            cur[v] += 1
+    vcap = np.repeat(cap, q)
+    z = np.zeros(nv)
+    return Net(
+        vcap, vstart, vcls, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
+        np.zeros(nv, np.int64), z.copy(), z.copy(), np.zeros(nv + 1, np.int64),
+        np.empty(2 * nc, np.int64), z.copy(), np.zeros(nv, np.int64),
+        np.zeros((3, nv), np.int64),
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def _step_length(c: Classes, t: float, nxt: float) -> float:
+    """Time to the next arrival or the next flow to end (the engine's ``dt``)."""
+    best = np.inf
+    for i in range(c.count[1]):
+        k = c.pos[i]
+        if c.rate[k] > 0.0:
+            best = min(best, (c.least[k] - c.served[k]) / c.rate[k])
+    dt = nxt - t if nxt - t > 0.0 else np.inf
+    if best > 0.0:
+        dt = min(dt, best)
+    return dt
+
+
+@njit(cache=True)
+def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
+    """Class ``k``'s flows that ended (bytes left within EPS of their size, as the
+    engine) leave it; returns the bytes they were served past their end (<= 0) and
+    whether a coflow ended."""
+    s, e = c.start[k], c.start[k] + c.mult[k]
+    j, least, slack, extra, ended = s, np.inf, 0.0, 0.0, False
+    r = c.rate[k]
+    while j < e:
+        f = c.flow[j]
+        left, thr = fl.key[f] - c.served[k], EPS * max(1.0, fl.size[f])
+        if left <= thr:
+            extra += min(left, 0.0)
+            fl.busy[fl.co[f]] -= 1
+            ended |= fl.busy[fl.co[f]] == 0
+            net.used[c.up[k]] -= r
+            net.used[c.down[k]] -= r
+            e -= 1
+            c.flow[j], c.flow[e] = c.flow[e], f
+            continue
+        least, slack = min(least, fl.key[f]), max(slack, thr)
+        j += 1
+    c.mult[k] = e - s
+    c.least[k], c.slack[k] = least, slack
+    if e == s:
+        net.vnum[c.up[k]] -= 1
+        net.vnum[c.down[k]] -= 1
+        if c.apos[k] >= 0:
+            active_remove(c, k)
+    return extra, ended
+
+
+@njit(cache=True)
+def _serve(c: Classes, fl: Flows, net: Net, dt: float) -> tuple[float, bool]:
+    """Move every class with a rate ``dt`` on; flows that end leave."""
+    moved, ended = 0.0, False
+    for i in range(c.count[1]):
+        k = c.pos[i]
+        r = c.rate[k]
+        if r <= 0.0:
+            continue
+        c.served[k] += r * dt
+        moved += r * dt * c.mult[k]
+        if c.least[k] - c.served[k] <= c.slack[k]:
+            extra, done = _rescan(c, fl, net, k)
+            moved += extra
+            ended |= done
+    return moved, ended
+
+
+@njit(cache=True)
+def advance(
+    c: Classes, fl: Flows, net: Net, q: int, tol: float, t: float, nxt: float,
+    budget: int, max_time: float, out: np.ndarray,
+) -> float:  # fmt: skip
+    """Events from ``t`` on until a coflow ends, the next arrival (``nxt``) is due,
+    ``budget`` more events have run or ``max_time`` is passed; returns the new time.
+    ``out``: [events after the first, bytes moved, a coflow ended, stalled]."""
+    out[:] = 0.0
+    while True:
+        allocate_classes(c, net, q, tol)
+        dt = _step_length(c, t, nxt)
+        if not np.isfinite(dt):
+            out[3] = 1.0
+            return t
+        moved, ended = _serve(c, fl, net, dt)
+        out[1] += moved
+        t += dt
+        if ended or nxt <= t + EPS or out[0] >= budget or t > max_time:
+            out[2] = 1.0 if ended else 0.0
+            return t
+        out[0] += 1.0
