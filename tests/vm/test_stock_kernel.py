@@ -19,18 +19,20 @@ import pytest
 
 from tests.vm.launcher import ROOT, launcher
 
-# What fits in about 15 minutes of VM time on a 2-core machine (the guest runs ~10x
+# What fits in about 13 minutes of VM time on a 2-core machine (the guest runs ~10x
 # slower than the host): every test parametrized by backend, the pure-ACK test (which
 # checks the sets the 6.1 kernel needs), the backend probe, jobs known by their cgroup
 # (socket cgroupv2 maps in the output hook), the feature probes, discovery by sock_diag
 # and cgroup, the agent's API and its authorization, TCP counters from tcp_info, the
 # builders of namespaces and strict-priority classes, a coordinator serving three
 # agents through failures, restarts, lost and reordered updates and a pause past
-# plan_ttl, and plans acknowledged by the agents' updates. Measured per file in the VM
-# (seconds): test_agent 240, test_cgroups 121, test_coordinator 111, test_discovery 73,
-# test_incremental 64 (two of its three tests), test_multiqueue 55, test_agent_api 55,
-# test_authz 20, the rest under 10. Left out: the benches, Prometheus, systemd units
-# and the client install (nothing of theirs depends on the kernel).
+# plan_ttl, plans acknowledged by the agents' updates, Debian's Prometheus scraping
+# agents and coordinator for every dashboard panel, and the systemd units. Measured
+# per file in the VM (seconds): test_agent 240, test_cgroups 121, test_coordinator 111,
+# test_discovery 73, test_prometheus 67, test_incremental 64 (two of its three tests),
+# test_multiqueue 55, test_agent_api 55, test_authz 20, test_units 9, the rest under
+# 10. Left out: the benches (timings, meaningless under emulation) and the client
+# install (wheels and a venv: nothing of it touches the kernel).
 SUBSET = (
     "tests/kernel/test_agent.py",
     "tests/kernel/test_multiqueue.py",
@@ -46,6 +48,8 @@ SUBSET = (
     "tests/kernel/test_coordinator.py",
     "tests/kernel/test_incremental.py",
     "tests/kernel/test_plan_by_update.py",
+    "tests/kernel/test_prometheus.py",
+    "tests/kernel/test_units.py",
 )
 TIME_BOUND = 1500.0  # seconds for boot and SUBSET (about 780 s on a quiet machine)
 TIME_SCALE = 4  # the guest's agent start-up and stop bounds, times the host's
