@@ -208,7 +208,7 @@ class FastEngine:
         self.new = []
         self.cls, self.net = rebuild(
             self.cls, self.flows, new, table, row, self.q, len(self.topo.hosts),
-            np.asarray(self.topo.capacity, dtype=float), self.queues.default_band,
+            np.asarray(self.topo.capacity, dtype=float), self.queues.default_band, self.tol,
         )  # fmt: skip
 
     # -- the loop ------------------------------------------------------------------------

@@ -29,7 +29,6 @@ import numpy as np
 from numba import njit
 
 from grouper.simulator.allocator import MAX_ROUNDS
-from grouper.simulator.fast_kernel import _worst_queue_w
 
 
 class Classes(NamedTuple):
@@ -69,6 +68,13 @@ class Net(NamedTuple):
     heap_k: np.ndarray
     heap_v: np.ndarray
     work: np.ndarray  # (3, V) int64: cursor, batch, aside / flips
+    m_up: np.ndarray  # (C,) the filling's members: links, flows, class
+    m_down: np.ndarray
+    m_mult: np.ndarray
+    m_cls: np.ndarray
+    m_rate: np.ndarray  # (C,) their rates
+    m_used: np.ndarray  # (V,) rate x flows per link
+    tol: np.ndarray  # [tol]
 
 
 @njit(cache=True)
@@ -147,40 +153,39 @@ def _toggle(c: Classes, net: Net, tol: float) -> None:
 
 
 @njit(cache=True)
-def _active_lists(c: Classes, net: Net) -> None:
-    """Unfrozen flows per link and the CSR of the active classes per link; every
-    active class unfrozen (rate -1)."""
-    cnt, astart, cur = net.cnt, net.astart, net.work[0]
-    cnt[:] = 0
-    astart[:] = 0
-    for i in range(c.count[0]):
-        k = c.aset[i]
-        cnt[c.up[k]] += c.mult[k]
-        cnt[c.down[k]] += c.mult[k]
-        astart[c.up[k] + 1] += 1
-        astart[c.down[k] + 1] += 1
-        c.rate[k] = -1.0
-    for v in range(len(cnt)):
-        astart[v + 1] += astart[v]
-        cur[v] = astart[v]
-    for i in range(c.count[0]):
-        k = c.aset[i]
-        for v in (c.up[k], c.down[k]):
-            net.acls[cur[v]] = k
-            cur[v] += 1
+def _links_of(mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, nl: int, w: Net) -> None:
+    """Unfrozen flows per link and the CSR of the members per link."""
+    cnt, start, ent, cur = w.cnt, w.astart, w.acls, w.work[0]
+    cnt[:nl] = 0
+    start[: nl + 1] = 0
+    for i in range(n):
+        cnt[mu[i]] += mm[i]
+        cnt[md[i]] += mm[i]
+        start[mu[i] + 1] += 1
+        start[md[i] + 1] += 1
+    for v in range(nl):
+        start[v + 1] += start[v]
+        cur[v] = start[v]
+    for i in range(n):
+        ent[cur[mu[i]]] = i
+        cur[mu[i]] += 1
+        ent[cur[md[i]]] = i
+        cur[md[i]] += 1
 
 
 @njit(cache=True)
-def _freeze(c: Classes, net: Net, b: int, level: float) -> None:
-    """Every unfrozen class of link ``b`` at ``level``; their other links lose them."""
-    cnt, res, lv = net.cnt, net.res, net.lv
-    for j in range(net.astart[b], net.astart[b + 1]):
-        k = net.acls[j]
-        if c.rate[k] >= 0.0:
+def _freeze(mu: np.ndarray, md: np.ndarray, mm: np.ndarray, w: Net, b: int, level: float) -> None:
+    """Every unfrozen member of link ``b`` at ``level``; their other links lose them."""
+    cnt, res, lv, rate, used = w.cnt, w.res, w.lv, w.m_rate, w.m_used
+    for j in range(w.astart[b], w.astart[b + 1]):
+        i = w.acls[j]
+        if rate[i] >= 0.0:
             continue
-        c.rate[k] = level
-        m = c.mult[k]
-        for o in (c.up[k], c.down[k]):
+        rate[i] = level
+        m = mm[i]
+        used[mu[i]] += level * m
+        used[md[i]] += level * m
+        for o in (mu[i], md[i]):
             if cnt[o] > 0:
                 res[o] -= (level - lv[o]) * cnt[o]
                 lv[o] = level
@@ -189,49 +194,67 @@ def _freeze(c: Classes, net: Net, b: int, level: float) -> None:
 
 
 @njit(cache=True)
-def _fill(c: Classes, net: Net, tol: float) -> None:
-    """Exact progressive filling of the active classes in ``net.vcap``
-    (``allocator_kernel._maxmin``: every link whose residual falls to ``tol`` saturates
-    and freezes its classes at the level reached)."""
-    _active_lists(c, net)
-    cnt, res, lv, hk, hv = net.cnt, net.res, net.lv, net.heap_k, net.heap_v
-    batch, aside = net.work[1], net.work[2]
-    n = 0
-    for v in range(len(cnt)):
+def _maxmin(
+    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, cap: np.ndarray, w: Net
+) -> None:
+    """Exact progressive filling of members ``0..n-1`` (links ``mu``, ``md``, ``mm``
+    flows each) in link capacities ``cap`` (``allocator_kernel._maxmin``: every link
+    whose residual falls to ``tol`` saturates and freezes its members at the level
+    reached): rates into ``w.m_rate``, rate x flows per link into ``w.m_used``."""
+    nl, tol = len(cap), w.tol[0]
+    _links_of(mu, md, mm, n, nl, w)
+    cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
+    batch, aside = w.work[1], w.work[2]
+    w.m_rate[:n] = -1.0
+    w.m_used[:nl] = 0.0
+    h = 0
+    for v in range(nl):
         if cnt[v] > 0:
-            res[v], lv[v] = net.vcap[v], 0.0
-            n = _push(hk, hv, n, res[v] / cnt[v], v)
+            res[v], lv[v] = cap[v], 0.0
+            h = _push(hk, hv, h, res[v] / cnt[v], v)
     level = 0.0
-    while n > 0:
-        s, v, n = _pop(hk, hv, n)
+    while h > 0:
+        s, v, h = _pop(hk, hv, h)
         if cnt[v] <= 0:
             continue
         sat = lv[v] + res[v] / cnt[v]
-        if sat > s:  # classes left it since it was pushed: its level rose
-            n = _push(hk, hv, n, sat, v)
+        if sat > s:  # members left it since it was pushed: its level rose
+            h = _push(hk, hv, h, sat, v)
             continue
         level = max(level, sat)
         nb, na = 1, 0
         batch[0] = v
-        while n > 0 and hk[0] <= level + tol:
-            _, w, n = _pop(hk, hv, n)
-            if cnt[w] <= 0:
+        while h > 0 and hk[0] <= level + tol:
+            _, x, h = _pop(hk, hv, h)
+            if cnt[x] <= 0:
                 continue
-            if res[w] - (level - lv[w]) * cnt[w] <= tol:
-                batch[nb] = w
+            if res[x] - (level - lv[x]) * cnt[x] <= tol:
+                batch[nb] = x
                 nb += 1
             else:
-                aside[na] = w
+                aside[na] = x
                 na += 1
         for i in range(nb):
-            _freeze(c, net, batch[i], level)
+            _freeze(mu, md, mm, w, batch[i], level)
         for i in range(na):
-            w = aside[i]
-            if cnt[w] > 0:
-                n = _push(hk, hv, n, lv[w] + res[w] / cnt[w], w)
-    for i in range(c.count[0]):
-        if c.rate[c.aset[i]] < 0.0:
-            c.rate[c.aset[i]] = level
+            x = aside[i]
+            if cnt[x] > 0:
+                h = _push(hk, hv, h, lv[x] + res[x] / cnt[x], x)
+
+
+@njit(cache=True)
+def _fill(c: Classes, net: Net) -> None:
+    """The active classes' rates in ``net.vcap`` and their use per link (``net.used``),
+    the members gathered so that the filling reads them in order."""
+    n = c.count[0]
+    mu, md, mm = net.m_up, net.m_down, net.m_mult
+    for i in range(n):
+        k = c.aset[i]
+        mu[i], md[i], mm[i] = c.up[k], c.down[k], c.mult[k]
+    _maxmin(mu, md, mm, n, net.vcap, net)
+    for i in range(n):
+        c.rate[c.aset[i]] = net.m_rate[i]
+    net.used[:] = net.m_used[: len(net.used)]
 
 
 @njit(cache=True)
@@ -273,8 +296,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     _virtual_capacity(net.used, net.cap, q, net.vcap)
     for _ in range(MAX_ROUNDS):
         _toggle(c, net, tol)
-        _fill(c, net, tol)
-        _used(c, net, c.aset, c.count[0])
+        _fill(c, net)
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net, tol):
             n = c.count[0]
@@ -282,29 +304,33 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
             c.count[1] = n
             return True
         net.vcap[:] = net.again
-    _fallback(c, net, q, tol)
+    _fallback(c, net, q)
     return False
 
 
 @njit(cache=True)
-def _fallback(c: Classes, net: Net, q: int, tol: float) -> None:
-    """A priority cycle: every class at its worst queue (``allocate``'s fallback)."""
-    live = np.flatnonzero(c.mult > 0)
-    nl = len(live)
-    pf = np.repeat(np.arange(nl), 2)
-    pl = np.empty(2 * nl, np.int64)
-    pq = np.empty(2 * nl, np.int64)
-    for i in range(nl):
-        k = live[i]
-        pl[2 * i], pq[2 * i] = c.up[k] // q, c.up[k] % q
-        pl[2 * i + 1], pq[2 * i + 1] = c.down[k] // q, c.down[k] % q
-    capacity = net.cap[::q].copy()
-    rates = _worst_queue_w(pf, pl, pq, c.mult[live].astype(np.float64), capacity, tol)
-    n = 0
-    for i in range(nl):
-        c.rate[live[i]] = rates[i]
-        if rates[i] > 0.0:
-            c.pos[n] = live[i]
-            n += 1
-    c.count[1] = n
-    _used(c, net, c.pos, n)
+def _fallback(c: Classes, net: Net, q: int) -> None:
+    """A priority cycle: every class at its worst queue (``allocate``'s fallback):
+    level by level, max-min over ports in what the levels above left."""
+    residual = net.cap[::q].copy()
+    mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
+    n_pos = 0
+    for b in range(q):
+        n = 0
+        for k in range(len(c.mult)):
+            if c.mult[k] > 0 and max(c.up[k] % q, c.down[k] % q) == b:
+                mu[n], md[n], mm[n], members[n] = c.up[k] // q, c.down[k] // q, c.mult[k], k
+                n += 1
+        if n == 0:
+            continue
+        _maxmin(mu, md, mm, n, residual, net)
+        for p in range(len(residual)):
+            residual[p] = max(residual[p] - net.m_used[p], 0.0)
+        for i in range(n):
+            k = members[i]
+            c.rate[k] = net.m_rate[i]
+            if c.rate[k] > 0.0:
+                c.pos[n_pos] = k
+                n_pos += 1
+    c.count[1] = n_pos
+    _used(c, net, c.pos, n_pos)

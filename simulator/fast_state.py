@@ -58,7 +58,7 @@ def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
 @njit(cache=True)
 def rebuild(
     c: Classes, fl: Flows, new: np.ndarray, table: np.ndarray, row: np.ndarray, q: int,
-    hosts: int, cap: np.ndarray, default: int,
+    hosts: int, cap: np.ndarray, default: int, tol: float,
 ) -> tuple[Classes, Net]:  # fmt: skip
     """The classes under a new plan: ``table[row[coflow], port]`` is a coflow's band on
     a port; ``new`` flows join. The next allocation starts from every flow's last rate
@@ -91,13 +91,14 @@ def rebuild(
         least, slack, np.full(nc, -1, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.zeros(2, np.int64),
     )  # fmt: skip
-    return new_c, _net(up, down, nv, q, cap, used)
+    return new_c, _net(up, down, nv, q, cap, used, tol)
 
 
 @njit(cache=True)
 def _net(
-    up: np.ndarray, down: np.ndarray, nv: int, q: int, cap: np.ndarray, used: np.ndarray
-) -> Net:
+    up: np.ndarray, down: np.ndarray, nv: int, q: int, cap: np.ndarray, used: np.ndarray,
+    tol: float,
+) -> Net:  # fmt: skip
     nc = len(up)
     vstart = np.zeros(nv + 1, np.int64)
     for k in range(nc):
@@ -117,7 +118,9 @@ def _net(
         vcap, vstart, vcls, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
         np.zeros(nv, np.int64), z.copy(), z.copy(), np.zeros(nv + 1, np.int64),
         np.empty(2 * nc, np.int64), z.copy(), np.zeros(nv, np.int64),
-        np.zeros((3, nv), np.int64),
+        np.zeros((3, nv), np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
+        np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc), z.copy(),
+        np.full(1, tol),
     )  # fmt: skip
 
 

@@ -14,8 +14,10 @@ from grouper.common.contention import ContentionModel
 from grouper.pda.priorities import QueueConfig
 from grouper.simulator.engine import Engine
 from grouper.simulator.fast import FastEngine, coflow_shaped
+from grouper.simulator.fast_fill import allocate_classes
 from grouper.simulator.fast_flows import FlowFastEngine
 from grouper.simulator.fast_kernel import build_classes, class_rates
+from grouper.simulator.fast_state import Flows, empty_classes, rebuild
 from grouper.simulator.run import SIM_POLICIES, engine_for, topology_of
 from grouper.workloads.coflow_trace import parse_coflow_trace, trace_workload
 from grouper.workloads.model import Workload
@@ -109,3 +111,35 @@ def test_rates_per_class_are_the_allocators_rates_per_flow(warm: bool) -> None:
         got = class_rates(build_classes(up, down, band, rband), flows, cap, 0.0, start)
         want = class_rates(None, flows, cap, 0.0, start)  # allocate, flow by flow
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None:
+    """``fast_fill.allocate_classes`` (the filling over classes whose two queues are
+    open, the worst-queue fallback for priority cycles) against ``allocate`` flow by
+    flow, on seeded instances with any bands, many identical flows among them."""
+    rng = np.random.default_rng(11)
+    cap = np.asarray([1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 2.0, 1.0])
+    tol = 1e-12 * cap.max()
+    fallbacks = 0
+    for _ in range(1500):
+        a = rng.integers(0, 4, size=(int(rng.integers(1, 30)), 4))
+        up, down, band, rband = a[:, 0], 4 + a[:, 1], a[:, 2], a[:, 3]
+        local = up == down - 4  # a host's own traffic: the default band (here 0)
+        band[local], rband[local] = 0, 0
+        n = len(a)
+        # one coflow per flow, one flow moving each
+        flows = Flows(up, down, np.ones(n), np.arange(n), np.zeros(n), np.ones(n, np.int64))
+        table = np.zeros((n, 8), dtype=np.int64)
+        table[np.arange(n), up], table[np.arange(n), down] = band, rband
+        cls, net = rebuild(
+            empty_classes(), flows, np.arange(n), table, np.arange(n), 4, 4, cap, 0, tol
+        )
+        fallbacks += not allocate_classes(cls, net, 4, tol)
+        got = np.zeros(n)
+        for k in range(len(cls.mult)):
+            got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = cls.rate[k]
+        want = class_rates(
+            None, (up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n)
+        )
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert fallbacks > 100  # priority cycles were among them
