@@ -46,7 +46,7 @@ class Classes(NamedTuple):
     apos: np.ndarray  # (C,) position in ``aset`` or -1
     aset: np.ndarray  # the active set (both links open)
     pos: np.ndarray  # classes with a rate after the last allocation
-    count: np.ndarray  # [active classes, classes in pos]
+    count: np.ndarray  # [active classes, classes in pos, active set changed since filled]
 
 
 class Net(NamedTuple):
@@ -74,6 +74,7 @@ class Net(NamedTuple):
     m_cls: np.ndarray
     m_rate: np.ndarray  # (C,) their rates
     m_used: np.ndarray  # (V,) rate x flows per link
+    cnt0: np.ndarray  # (V,) flows per link of the gathered members
     tol: np.ndarray  # [tol]
 
 
@@ -117,6 +118,7 @@ def active_add(c: Classes, k: int) -> None:
     c.aset[n] = k
     c.apos[k] = n
     c.count[0] = n + 1
+    c.count[2] = 1
 
 
 @njit(cache=True)
@@ -127,6 +129,7 @@ def active_remove(c: Classes, k: int) -> None:
     c.apos[last] = i
     c.apos[k] = -1
     c.count[0] = n
+    c.count[2] = 1
     c.rate[k] = 0.0
 
 
@@ -202,7 +205,6 @@ def _maxmin(
     whose residual falls to ``tol`` saturates and freezes its members at the level
     reached): rates into ``w.m_rate``, rate x flows per link into ``w.m_used``."""
     nl, tol = len(cap), w.tol[0]
-    _links_of(mu, md, mm, n, nl, w)
     cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
     batch, aside = w.work[1], w.work[2]
     w.m_rate[:n] = -1.0
@@ -244,16 +246,21 @@ def _maxmin(
 
 @njit(cache=True)
 def _fill(c: Classes, net: Net) -> None:
-    """The active classes' rates in ``net.vcap`` and their use per link (``net.used``),
-    the members gathered so that the filling reads them in order."""
+    """The active classes' rates in ``net.vcap`` (into ``net.m_rate``, in ``aset``
+    order) and their use per link (``net.used``). The members are gathered so that the
+    filling reads them in order, again only when the active set changed."""
     n = c.count[0]
     mu, md, mm = net.m_up, net.m_down, net.m_mult
-    for i in range(n):
-        k = c.aset[i]
-        mu[i], md[i], mm[i] = c.up[k], c.down[k], c.mult[k]
+    if c.count[2]:
+        for i in range(n):
+            k = c.aset[i]
+            mu[i], md[i], mm[i] = c.up[k], c.down[k], c.mult[k]
+        _links_of(mu, md, mm, n, len(net.vcap), net)
+        net.cnt0[:] = net.cnt
+        c.count[2] = 0
+    else:
+        net.cnt[:] = net.cnt0
     _maxmin(mu, md, mm, n, net.vcap, net)
-    for i in range(n):
-        c.rate[c.aset[i]] = net.m_rate[i]
     net.used[:] = net.m_used[: len(net.used)]
 
 
@@ -300,6 +307,8 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net, tol):
             n = c.count[0]
+            for i in range(n):
+                c.rate[c.aset[i]] = net.m_rate[i]
             c.pos[:n] = c.aset[:n]
             c.count[1] = n
             return True
@@ -323,6 +332,7 @@ def _fallback(c: Classes, net: Net, q: int) -> None:
                 n += 1
         if n == 0:
             continue
+        _links_of(mu, md, mm, n, len(residual), net)
         _maxmin(mu, md, mm, n, residual, net)
         for p in range(len(residual)):
             residual[p] = max(residual[p] - net.m_used[p], 0.0)
@@ -333,4 +343,5 @@ def _fallback(c: Classes, net: Net, q: int) -> None:
                 c.pos[n_pos] = k
                 n_pos += 1
     c.count[1] = n_pos
+    c.count[2] = 1  # the members were the fallback's
     _used(c, net, c.pos, n_pos)

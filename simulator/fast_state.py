@@ -35,7 +35,7 @@ class Flows(NamedTuple):
 
 def empty_classes() -> Classes:
     z, f = np.zeros(0, np.int64), np.zeros(0)
-    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, np.zeros(2, np.int64))
+    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, np.array([0, 0, 1], dtype=np.int64))
 
 
 @njit(cache=True)
@@ -89,7 +89,7 @@ def rebuild(
     new_c = Classes(
         up, down, np.diff(starts), starts[:-1].copy(), fs[order], np.zeros(nc), np.zeros(nc),
         least, slack, np.full(nc, -1, np.int64), np.empty(nc, np.int64),
-        np.empty(nc, np.int64), np.zeros(2, np.int64),
+        np.empty(nc, np.int64), np.array([0, 0, 1], dtype=np.int64),
     )  # fmt: skip
     return new_c, _net(up, down, nv, q, cap, used, tol)
 
@@ -120,7 +120,7 @@ def _net(
         np.empty(2 * nc, np.int64), z.copy(), np.zeros(nv, np.int64),
         np.zeros((3, nv), np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc), z.copy(),
-        np.full(1, tol),
+        np.zeros(nv, np.int64), np.full(1, tol),
     )  # fmt: skip
 
 
@@ -160,6 +160,8 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
             continue
         least, slack = min(least, fl.key[f]), max(slack, thr)
         j += 1
+    if e - s != c.mult[k] and c.apos[k] >= 0:
+        c.count[2] = 1  # an active class lost flows
     c.mult[k] = e - s
     c.least[k], c.slack[k] = least, slack
     if e == s:
