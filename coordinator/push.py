@@ -15,6 +15,12 @@ from grouper.v1 import agent_pb2 as pb
 
 log = logging.getLogger("grouper.coordinator")
 
+# Plan writes awaited together. One at a time, each write waits for gRPC's poller
+# thread to complete it; together those waits overlap: at 3,000 agents the deliver
+# step took 0.56 s one at a time, 0.23-0.25 s 256 or 1,024 at a time, 0.27 s all at
+# once (docs/coordinator.md).
+WRITES_IN_FLIGHT = 1024
+
 
 class Pusher:
     """Sends plans; with ``quiet`` (acknowledged by the agents' next updates) a push
@@ -41,10 +47,11 @@ class Pusher:
 
     async def push_all(self, todo: list[tuple[AgentLink, HostPlan]]) -> int:
         """Push each link its plan; how many went (quiet) or were applied."""
-        if not self.waits:
+        if not self.waits:  # written, not waited for: WRITES_IN_FLIGHT at a time
             sent = 0
-            for link, plan in todo:  # a write each: no task, no future, no timer per host
-                sent += await self.post(link, plan)
+            for i in range(0, len(todo), WRITES_IN_FLIGHT):
+                chunk = todo[i : i + WRITES_IN_FLIGHT]
+                sent += sum(await asyncio.gather(*(self.post(lk, p) for lk, p in chunk)))
             return sent
         return sum(await asyncio.gather(*(self.push(link, p) for link, p in todo)))
 
