@@ -75,6 +75,7 @@ class Net(NamedTuple):
     m_rate: np.ndarray  # (C,) their rates
     m_used: np.ndarray  # (V,) rate x flows per link
     cnt0: np.ndarray  # (V,) flows per link of the gathered members
+    filled: np.ndarray  # (V,) the capacities of the last filling
     tol: np.ndarray  # [tol]
 
 
@@ -251,6 +252,7 @@ def _fill(c: Classes, net: Net) -> None:
     filling reads them in order, again only when the active set changed."""
     n = c.count[0]
     mu, md, mm = net.m_up, net.m_down, net.m_mult
+    net.filled[:] = net.vcap
     if c.count[2]:
         for i in range(n):
             k = c.aset[i]
@@ -286,6 +288,15 @@ def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
 
 
 @njit(cache=True)
+def _moved(net: Net) -> bool:
+    """Whether a link with members got another capacity than the last filling's."""
+    for v in range(len(net.vcap)):
+        if net.cnt0[v] > 0 and net.vcap[v] != net.filled[v]:
+            return True
+    return False
+
+
+@njit(cache=True)
 def _settled(net: Net, tol: float) -> bool:
     for v in range(len(net.vcap)):
         if net.vnum[v] > 0 and abs(net.again[v] - net.vcap[v]) > tol + 1e-9 * abs(net.vcap[v]):
@@ -301,9 +312,10 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     for i in range(c.count[1]):
         c.rate[c.pos[i]] = 0.0
     _virtual_capacity(net.used, net.cap, q, net.vcap)
-    for _ in range(MAX_ROUNDS):
+    for r in range(MAX_ROUNDS):
         _toggle(c, net, tol)
-        _fill(c, net)
+        if r == 0 or c.count[2] or _moved(net):
+            _fill(c, net)  # else the same members in the same capacities: the same rates
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net, tol):
             n = c.count[0]

@@ -120,7 +120,7 @@ def _net(
         np.empty(2 * nc, np.int64), z.copy(), np.zeros(nv, np.int64),
         np.zeros((3, nv), np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc), z.copy(),
-        np.zeros(nv, np.int64), np.full(1, tol),
+        np.zeros(nv, np.int64), z.copy(), np.full(1, tol),
     )  # fmt: skip
 
 
