@@ -189,7 +189,7 @@ class Coordinator:
             self.metrics.errors.labels("update_gap").inc()
             log.warning("updates from %s: gap after %d; resyncing", link.host.name, link.state.seq)
         if verdict == "applied":
-            link.last_ok, link.heard_deaf = time.monotonic(), self.stalls.poll()
+            link.last_ok, link.heard_deaf = self.stalls.heard()
             link.track.on_report(link.state.plan_version, up.full)
             kick = not link.up  # a new or restarted agent: plan for it now
             if not link.up:
@@ -348,15 +348,15 @@ class Coordinator:
 
     # -- the loop --------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        # the first plans wait for every agent's full update (or agent_timeout): plans
-        # made from some hosts' jobs only would misplace the rest until the next cycle
-        watch = asyncio.create_task(self.stalls.run())
+        watch = asyncio.create_task(self.stalls.run())  # our own stalls, measured
         try:
             await self._run(stop)
         finally:
             watch.cancel()
 
     async def _run(self, stop: asyncio.Event) -> None:
+        # the first plans wait for every agent's full update (or agent_timeout): plans
+        # made from some hosts' jobs only would misplace the rest until the next cycle
         self.start_sessions()
         await self.wait_synced(self.cfg.failure.agent_timeout)
         last = -1e9

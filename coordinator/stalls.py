@@ -35,11 +35,16 @@ class StallClock:
         self.last = now
         return self.deaf
 
+    def heard(self) -> tuple[float, float]:
+        """(now, ``deaf`` now): what to note when an agent is heard from."""
+        deaf = self.poll()
+        return self.last, deaf
+
     def silence(self, last_heard: float, deaf_then: float) -> float:
         """Seconds an agent last heard at ``last_heard`` (when ``deaf`` was
         ``deaf_then``) has been silent while the coordinator was listening."""
-        deaf = self.poll()
-        return self.last - last_heard - (deaf - deaf_then)
+        now, deaf = self.heard()
+        return now - last_heard - (deaf - deaf_then)
 
     async def run(self) -> None:
         while True:
