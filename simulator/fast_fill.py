@@ -335,21 +335,31 @@ def _fallback(c: Classes, net: Net, q: int) -> None:
     level by level, max-min over ports in what the levels above left."""
     residual = net.cap[::q].copy()
     mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
+    start = np.zeros(q + 1, np.int64)  # the classes with flows, by worst queue
+    for k in range(len(c.mult)):
+        if c.mult[k] > 0:
+            start[max(c.up[k] % q, c.down[k] % q) + 1] += 1
+    start = np.cumsum(start)
+    cur = start[:-1].copy()
+    for k in range(len(c.mult)):
+        if c.mult[k] > 0:
+            b = max(c.up[k] % q, c.down[k] % q)
+            members[cur[b]] = k
+            cur[b] += 1
     n_pos = 0
     for b in range(q):
-        n = 0
-        for k in range(len(c.mult)):
-            if c.mult[k] > 0 and max(c.up[k] % q, c.down[k] % q) == b:
-                mu[n], md[n], mm[n], members[n] = c.up[k] // q, c.down[k] // q, c.mult[k], k
-                n += 1
+        lo, n = start[b], start[b + 1] - start[b]
         if n == 0:
             continue
+        for i in range(n):
+            k = members[lo + i]
+            mu[i], md[i], mm[i] = c.up[k] // q, c.down[k] // q, c.mult[k]
         _links_of(mu, md, mm, n, len(residual), net)
         _maxmin(mu, md, mm, n, residual, net)
         for p in range(len(residual)):
             residual[p] = max(residual[p] - net.m_used[p], 0.0)
         for i in range(n):
-            k = members[i]
+            k = members[lo + i]
             c.rate[k] = net.m_rate[i]
             if c.rate[k] > 0.0:
                 c.pos[n_pos] = k
