@@ -135,6 +135,21 @@ def active_remove(c: Classes, k: int) -> None:
 
 
 @njit(cache=True)
+def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
+    """Active class ``k`` lost ``lost`` flows. While the filling's members are current
+    (``apos`` is the member's index) it only counts them out: a class left with none
+    stays a member with no flows (it takes no capacity) until the next gathering,
+    which drops it from the active set."""
+    if c.count[2]:
+        if c.mult[k] == 0:
+            active_remove(c, k)
+        return
+    net.m_mult[c.apos[k]] -= lost
+    net.cnt0[c.up[k]] -= lost
+    net.cnt0[c.down[k]] -= lost
+
+
+@njit(cache=True)
 def _toggle(c: Classes, net: Net, tol: float) -> None:
     """Open and close links by ``vcap`` and keep the active set in step."""
     flips = net.work[2]
@@ -249,11 +264,18 @@ def _maxmin(
 def _fill(c: Classes, net: Net) -> None:
     """The active classes' rates in ``net.vcap`` (into ``net.m_rate``, in ``aset``
     order) and their use per link (``net.used``). The members are gathered so that the
-    filling reads them in order, again only when the active set changed."""
-    n = c.count[0]
+    filling reads them in order, again only when the active set changed (a member
+    that lost flows is counted out in place: ``member_lost``)."""
     mu, md, mm = net.m_up, net.m_down, net.m_mult
     net.filled[:] = net.vcap
     if c.count[2]:
+        i = 0
+        while i < c.count[0]:  # classes that lost every flow leave the active set
+            if c.mult[c.aset[i]] == 0:
+                active_remove(c, c.aset[i])
+            else:
+                i += 1
+        n = c.count[0]
         for i in range(n):
             k = c.aset[i]
             mu[i], md[i], mm[i] = c.up[k], c.down[k], c.mult[k]
@@ -262,6 +284,7 @@ def _fill(c: Classes, net: Net) -> None:
         c.count[2] = 0
     else:
         net.cnt[:] = net.cnt0
+    n = c.count[0]
     _maxmin(mu, md, mm, n, net.vcap, net)
     net.used[:] = net.m_used[: len(net.used)]
 

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from grouper.simulator.allocator_kernel import _group
-from grouper.simulator.fast_fill import Classes, Net, active_remove, allocate_classes
+from grouper.simulator.fast_fill import Classes, Net, allocate_classes, member_lost
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
@@ -160,15 +160,14 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
             continue
         least, slack = min(least, fl.key[f]), max(slack, thr)
         j += 1
-    if e - s != c.mult[k] and c.apos[k] >= 0:
-        c.count[2] = 1  # an active class lost flows
+    lost = c.mult[k] - (e - s)
     c.mult[k] = e - s
     c.least[k], c.slack[k] = least, slack
+    if lost and c.apos[k] >= 0:
+        member_lost(c, net, k, lost)
     if e == s:
         net.vnum[c.up[k]] -= 1
         net.vnum[c.down[k]] -= 1
-        if c.apos[k] >= 0:
-            active_remove(c, k)
     return extra, ended
 
 
