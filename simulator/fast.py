@@ -29,15 +29,15 @@ import math
 
 import numpy as np
 
-from grouper.common.limits import MAX_SIM_EVENTS
 from grouper.pda.model import Cojob
 from grouper.pda.policies import schedule
 from grouper.pda.priorities import QueueConfig, port_bands
 from grouper.pda.snapshot import Snapshot, _flow_loads, _FlowTable
 from grouper.simulator.allocator import EPS as ALLOC_EPS
-from grouper.simulator.fast_state import EPS, Flows, advance, empty_classes, rebuild
-from grouper.simulator.limits import RunLimits, check_limits
-from grouper.simulator.state import SimCojob, SimJob, SimResult, collect_result
+from grouper.simulator.coflow_loop import CoflowLoop
+from grouper.simulator.fast_state import Flows, advance, empty_classes, rebuild
+from grouper.simulator.limits import RunLimits
+from grouper.simulator.state import SimCojob, SimJob
 from grouper.workloads.topology import Topology
 
 
@@ -60,7 +60,7 @@ def coflow_shaped(
     return True
 
 
-class FastEngine:
+class FastEngine(CoflowLoop):
     """The engine's semantics on coflow-shaped workloads (:func:`coflow_shaped`), on
     ideal links (no contention penalty)."""
 
@@ -123,29 +123,13 @@ class FastEngine:
 
     # -- arrivals and completions ----------------------------------------------------
     def _start(self, g: int) -> None:
-        c, j = self.cojobs[g], self.jobs[g]
-        c.stage = 0
-        c.started.append(self.t)
-        j.phase = "comm"
-        lo = self.f_lo[g]
-        idx = np.arange(lo, lo + len(j.size), dtype=np.int64)
-        if not self.local_on_ports:
-            idx = idx[j.src != j.dst]
-        self.live.append(g)
+        idx = self._begin(g)
         self.new.append(idx)
         self.flows.busy[g] = len(idx)
 
     def _finish_done(self) -> bool:
-        """Coflows with no bytes left finish now (the engine's barrier: one job, one
-        iteration, so the job ends with its stage). True when any did."""
-        done = [g for g in self.live if self.flows.busy[g] == 0]
-        for g in done:
-            c, j = self.cojobs[g], self.jobs[g]
-            j.done, j.phase, j.end = 1, "dead", self.t
-            c.finished.append(self.t)
-            c.stage = 1
-            self.live.remove(g)
-        return bool(done)
+        """Coflows with no bytes left finish now; True when any did."""
+        return self._end([g for g in self.live if self.flows.busy[g] == 0])
 
     # -- planning ----------------------------------------------------------------------
     def _unit_snapshot(self, live: np.ndarray) -> Snapshot:
@@ -212,39 +196,6 @@ class FastEngine:
         )  # fmt: skip
 
     # -- the loop ------------------------------------------------------------------------
-    def run(
-        self,
-        max_events: int = MAX_SIM_EVENTS,
-        max_time: float = math.inf,
-        deadline: float = math.inf,
-    ) -> SimResult:
-        """Simulate to the end; past ``max_time`` simulated time units, ``max_events``
-        or the ``time.monotonic()`` ``deadline``, stop with a one-line ConfigError (the
-        engine's limits)."""
-        pending = 0  # next cojob to arrive (they are sorted by arrival)
-        limits = RunLimits(max_time, deadline, max_events)
-        ncj = len(self.cojobs)
-        while True:
-            changed = False
-            progressed = True
-            while progressed:
-                progressed = False
-                while pending < ncj and self.cojobs[pending].arrival <= self.t + EPS:
-                    self._start(pending)
-                    pending += 1
-                    changed = progressed = True
-                if self._finish_done():
-                    changed = progressed = True
-            if not self.live and pending == ncj:
-                break
-            self.events += 1
-            check_limits(self.policy, self.t, self.events, limits)
-            if changed:
-                self._replan()
-            nxt = self.cojobs[pending].arrival if pending < ncj else math.inf
-            self._advance(nxt, limits)
-        return collect_result(self)
-
     def _advance(self, nxt: float, limits: RunLimits) -> None:
         """This event and the ones after it up to the next arrival, the next coflow to
         end or the next check of the limits (``check_limits`` looks at the wall clock

@@ -13,21 +13,20 @@ import math
 
 import numpy as np
 
-from grouper.common.limits import MAX_SIM_EVENTS
 from grouper.pda.model import Cojob
 from grouper.pda.planning import Planner
 from grouper.pda.policies import knows_survivors
 from grouper.pda.priorities import QueueConfig
 from grouper.pda.snapshot import FlowTables, build_snapshot
+from grouper.simulator.coflow_loop import CoflowLoop
 from grouper.simulator.fast_kernel import Classes, build_classes, class_rates
-from grouper.simulator.limits import RunLimits, check_limits
-from grouper.simulator.state import SimCojob, SimJob, SimResult, collect_result
+from grouper.simulator.fast_state import EPS
+from grouper.simulator.limits import RunLimits
+from grouper.simulator.state import SimCojob, SimJob
 from grouper.workloads.topology import Topology
 
-EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
-
-class FlowFastEngine:
+class FlowFastEngine(CoflowLoop):
     """The engine's semantics on coflow-shaped workloads (:func:`coflow_shaped`), flows
     in flat arrays, rates through ``allocate`` (used with the contention penalty on)."""
 
@@ -94,15 +93,7 @@ class FlowFastEngine:
 
     # -- arrivals and completions ----------------------------------------------------
     def _start(self, g: int) -> None:
-        c, j = self.cojobs[g], self.jobs[g]
-        c.stage = 0
-        c.started.append(self.t)
-        j.phase = "comm"
-        lo = self.f_lo[g]
-        idx = np.arange(lo, lo + len(j.size), dtype=np.int64)
-        if not self.local_on_ports:
-            idx = idx[j.src != j.dst]
-        self.live.append(g)
+        idx = self._begin(g)
         self.act = np.concatenate([self.act, idx])
         self.rem = np.concatenate([self.rem, self.f_size[idx]])
         self.rate = np.concatenate([self.rate, np.zeros(len(idx))])
@@ -110,17 +101,9 @@ class FlowFastEngine:
         self.rband = np.concatenate([self.rband, np.full(len(idx), -1, np.int64)])
 
     def _finish_done(self) -> bool:
-        """Coflows with no bytes left finish now (the engine's barrier: one job, one
-        iteration, so the job ends with its stage). True when any did."""
+        """Coflows with no bytes left finish now; True when any did."""
         busy = np.bincount(self.f_cojob[self.act], minlength=len(self.cojobs))
-        done = [g for g in self.live if busy[g] == 0]
-        for g in done:
-            c, j = self.cojobs[g], self.jobs[g]
-            j.done, j.phase, j.end = 1, "dead", self.t
-            c.finished.append(self.t)
-            c.stage = 1
-            self.live.remove(g)
-        return bool(done)
+        return self._end([g for g in self.live if busy[g] == 0])
 
     # -- planning ----------------------------------------------------------------------
     def _replan(self) -> None:
@@ -158,40 +141,10 @@ class FlowFastEngine:
             self.cls = build_classes(up, down, self.band, self.rband)
 
     # -- the loop ------------------------------------------------------------------------
-    def run(
-        self,
-        max_events: int = MAX_SIM_EVENTS,
-        max_time: float = math.inf,
-        deadline: float = math.inf,
-    ) -> SimResult:
-        """Simulate to the end; past ``max_time`` simulated time units, ``max_events``
-        or the ``time.monotonic()`` ``deadline``, stop with a one-line ConfigError (the
-        engine's limits)."""
-        pending = 0  # next cojob to arrive (they are sorted by arrival)
-        limits = RunLimits(max_time, deadline, max_events)
-        ncj = len(self.cojobs)
-        while True:
-            changed = False
-            progressed = True
-            while progressed:
-                progressed = False
-                while pending < ncj and self.cojobs[pending].arrival <= self.t + EPS:
-                    self._start(pending)
-                    pending += 1
-                    changed = progressed = True
-                if self._finish_done():
-                    changed = progressed = True
-            if not self.live and pending == ncj:
-                break
-            self.events += 1
-            check_limits(self.policy, self.t, self.events, limits)
-            if changed:
-                self._replan()
-            nxt = self.cojobs[pending].arrival if pending < ncj else math.inf
-            self.t += self._advance(nxt)
-        return collect_result(self)
+    def _advance(self, nxt: float, limits: RunLimits) -> None:
+        self.t += self._step(nxt)
 
-    def _advance(self, next_arrival: float) -> float:
+    def _step(self, next_arrival: float) -> float:
         candidates = []
         if math.isfinite(next_arrival):
             candidates.append(next_arrival - self.t)
