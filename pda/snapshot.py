@@ -70,23 +70,26 @@ class FlowTables:
 
     def __init__(self) -> None:
         self.hosts: tuple[str, ...] = ()
-        self.entries: dict[int, _FlowTable] = {}
+        self.entries: dict[int, JobFlows] = {}
         # the last snapshot's jobs (ids of their flows), their tables and flow loads:
         # a snapshot whose jobs have the very same flows reuses them
         self.keys: list[int] = []
-        self.job_tables: list[_FlowTable] = []
+        self.job_tables: list[JobFlows] = []
         self.loads: tuple[sparse.csr_matrix, tuple[np.ndarray, ...]] | None = None
 
 
 @dataclass
-class _FlowTable:
+class JobFlows:
+    """One job's flows as host-index arrays (the simulator's coflow engine builds them
+    too, so its loads are computed exactly as here)."""
+
     flows: tuple  # held so its id stays unique while cached
     src: np.ndarray
     dst: np.ndarray
     nbytes: np.ndarray
 
 
-def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> _FlowTable:
+def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> JobFlows:
     src, dst, nbytes = [], [], []
     for i, f in enumerate(flows):
         try:
@@ -100,7 +103,7 @@ def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> _FlowTa
         src.append(s)
         dst.append(d)
         nbytes.append(f.bytes)
-    return _FlowTable(
+    return JobFlows(
         flows,
         np.asarray(src, dtype=np.int64),
         np.asarray(dst, dtype=np.int64),
@@ -167,7 +170,7 @@ def _job_tables(
     cojobs: list[Cojob] | tuple[Cojob, ...], host_index: dict[str, int], tables: FlowTables
 ) -> None:
     """Every job's flow table, from the memo or converted (and checked) now."""
-    used: dict[int, _FlowTable] = {}
+    used: dict[int, JobFlows] = {}
     job_tables = []
     for g, cj in enumerate(cojobs):
         for j, job in enumerate(cj.jobs):
@@ -209,7 +212,7 @@ def build_snapshot(
     g_of_job = np.repeat(np.arange(len(cojobs), dtype=np.int64), cols.n_jobs)
     st = _stage_rows(cols, g_of_job)
     if tables.loads is None:
-        tables.loads = _flow_loads(tables.job_tables, len(hosts))
+        tables.loads = flow_loads(tables.job_tables, len(hosts))
     job_iter, flows = tables.loads
     fj, fs, fd, fb = flows
     nj, ns = len(cols.job_done), len(st.cs)
@@ -323,8 +326,8 @@ def _job_stage(
     return out
 
 
-def _flow_loads(
-    job_tables: list[_FlowTable], nh: int
+def flow_loads(
+    job_tables: list[JobFlows], nh: int
 ) -> tuple[sparse.csr_matrix, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Bytes per port of one iteration of each job, and every flow row (job, src, dst,
     bytes)."""

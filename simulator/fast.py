@@ -32,7 +32,7 @@ import numpy as np
 from grouper.pda.model import Cojob
 from grouper.pda.policies import schedule
 from grouper.pda.priorities import QueueConfig, port_bands
-from grouper.pda.snapshot import Snapshot, _flow_loads, _FlowTable
+from grouper.pda.snapshot import JobFlows, Snapshot, flow_loads
 from grouper.simulator.allocator import EPS as ALLOC_EPS
 from grouper.simulator.coflow_loop import CoflowLoop
 from grouper.simulator.fast_state import Flows, advance, empty_classes, rebuild
@@ -101,7 +101,7 @@ class FastEngine(CoflowLoop):
             s = np.fromiter((host[f.src] for f in job.flows), np.int64, k)
             d = np.fromiter((host[f.dst] for f in job.flows), np.int64, k)
             b = np.fromiter((f.bytes for f in job.flows), float, k)
-            tables.append(_FlowTable((), s, d, b))
+            tables.append(JobFlows((), s, d, b))
             counts.append(k)
             runs = job.stages or c.num_stages
             self.jobs.append(
@@ -111,7 +111,7 @@ class FastEngine(CoflowLoop):
         self.f_lo = np.cumsum([0, *counts])[:-1].astype(np.int64)
         # the snapshot's loads of one iteration per coflow and its flow rows, as
         # build_snapshot computes them
-        self.iter_loads, (fj, fs, fd, fb) = _flow_loads(tables, n)
+        self.iter_loads, (fj, fs, fd, fb) = flow_loads(tables, n)
         remote = fs != fd
         self.sent = np.bincount(fj[remote], weights=fb[remote], minlength=len(tables))
         self.flows = Flows(fs, fd + n, fb, fj, np.zeros(len(fb)), np.zeros(len(tables), np.int64))
