@@ -10,9 +10,11 @@ import math
 import numpy as np
 
 from grouper.common.limits import MAX_SIM_EVENTS
+from grouper.pda.model import Cojob
 from grouper.simulator.fast_state import EPS
 from grouper.simulator.limits import RunLimits, check_limits
 from grouper.simulator.state import SimCojob, SimJob, SimResult, collect_result
+from grouper.workloads.topology import Topology
 
 
 class CoflowLoop:
@@ -20,6 +22,8 @@ class CoflowLoop:
     ``policy``, its one-job ``jobs`` with their flows from ``f_lo[g]`` on, and gives
     ``_start``, ``_finish_done``, ``_replan`` and ``_advance``."""
 
+    topo: Topology
+    model: list[Cojob]
     cojobs: list[SimCojob]
     jobs: list[SimJob]
     f_lo: np.ndarray
@@ -27,7 +31,37 @@ class CoflowLoop:
     live: list[int]
     t: float
     events: int
+    reschedules: int
+    delivered: float
     policy: str
+
+    def _load(
+        self, cojobs: list[Cojob], topo: Topology, policy: str, local_on_ports: bool
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """What both engines hold, set up; every coflow's flows as (src, dst, bytes)
+        host-index arrays, coflow after coflow in arrival order."""
+        self.topo, self.policy, self.local_on_ports = topo, policy, local_on_ports
+        self.model = sorted(cojobs, key=lambda c: c.arrival)  # stable, as the engine's
+        self.events = self.reschedules = 0
+        self.delivered = self.t = 0.0
+        self.live = []  # cojobs started and not finished, by index
+        self.jobs, self.cojobs = [], []
+        host = {h: i for i, h in enumerate(topo.hosts)}
+        flows = []
+        for g, c in enumerate(self.model):
+            job = c.jobs[0]
+            k = len(job.flows)
+            s = np.fromiter((host[f.src] for f in job.flows), np.int64, k)
+            d = np.fromiter((host[f.dst] for f in job.flows), np.int64, k)
+            b = np.fromiter((f.bytes for f in job.flows), float, k)
+            flows.append((s, d, b))
+            runs = job.stages or c.num_stages
+            self.jobs.append(
+                SimJob(g, job.job_id, s, d, b, [], 0.0, runs, index=g, weight=job.weight)
+            )
+            self.cojobs.append(SimCojob(c.cojob_id, c.arrival, (1,), [g], barrier=c.barrier))
+        self.f_lo = np.cumsum([0, *(len(b) for _, _, b in flows)])[:-1].astype(np.int64)
+        return flows
 
     def _start(self, g: int) -> None:
         raise NotImplementedError

@@ -37,7 +37,6 @@ from grouper.simulator.allocator import EPS as ALLOC_EPS
 from grouper.simulator.coflow_loop import CoflowLoop
 from grouper.simulator.fast_state import Flows, advance, empty_classes, rebuild
 from grouper.simulator.limits import RunLimits
-from grouper.simulator.state import SimCojob, SimJob
 from grouper.workloads.topology import Topology
 
 
@@ -74,51 +73,21 @@ class FastEngine(CoflowLoop):
         unlimited: bool = False,
         local_on_ports: bool = False,
     ) -> None:
-        self.topo = topo
-        self.policy = policy
         self.queues = queues or QueueConfig()
         self.unlimited = unlimited
-        self.local_on_ports = local_on_ports
-        self.model = sorted(cojobs, key=lambda c: c.arrival)  # stable, as the engine's
-        self.events = 0
-        self.reschedules = 0
-        self.delivered = 0.0
-        self.t = 0.0
         self.tol = ALLOC_EPS * max(float(topo.capacity.max(initial=0.0)), 1.0)
-        self._build()
-
-    def _build(self) -> None:
-        """Every flow in flat arrays, coflow after coflow (arrival order), and the
-        snapshot's per-coflow loads, once."""
-        host = {h: i for i, h in enumerate(self.topo.hosts)}
-        n = len(self.topo.hosts)
-        tables, counts = [], []
-        self.jobs: list[SimJob] = []
-        self.cojobs: list[SimCojob] = []
-        for g, c in enumerate(self.model):
-            job = c.jobs[0]
-            k = len(job.flows)
-            s = np.fromiter((host[f.src] for f in job.flows), np.int64, k)
-            d = np.fromiter((host[f.dst] for f in job.flows), np.int64, k)
-            b = np.fromiter((f.bytes for f in job.flows), float, k)
-            tables.append(JobFlows((), s, d, b))
-            counts.append(k)
-            runs = job.stages or c.num_stages
-            self.jobs.append(
-                SimJob(g, job.job_id, s, d, b, [], 0.0, runs, index=g, weight=job.weight)
-            )
-            self.cojobs.append(SimCojob(c.cojob_id, c.arrival, (1,), [g], barrier=c.barrier))
-        self.f_lo = np.cumsum([0, *counts])[:-1].astype(np.int64)
+        flows = self._load(cojobs, topo, policy, local_on_ports)
         # the snapshot's loads of one iteration per coflow and its flow rows, as
         # build_snapshot computes them
-        self.iter_loads, (fj, fs, fd, fb) = flow_loads(tables, n)
+        tables = [JobFlows((), s, d, b) for s, d, b in flows]
+        self.iter_loads, (fj, fs, fd, fb) = flow_loads(tables, len(topo.hosts))
+        n = len(topo.hosts)
         remote = fs != fd
         self.sent = np.bincount(fj[remote], weights=fb[remote], minlength=len(tables))
         self.flows = Flows(fs, fd + n, fb, fj, np.zeros(len(fb)), np.zeros(len(tables), np.int64))
         self.cls = empty_classes()
         self.net = None
         self.new: list[np.ndarray] = []  # flows started since the last plan
-        self.live: list[int] = []  # cojobs started and not finished, by index
         self.q = self.queues.queues
 
     # -- arrivals and completions ----------------------------------------------------

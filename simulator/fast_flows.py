@@ -22,7 +22,6 @@ from grouper.simulator.coflow_loop import CoflowLoop
 from grouper.simulator.fast_kernel import Classes, build_classes, class_rates
 from grouper.simulator.fast_state import EPS
 from grouper.simulator.limits import RunLimits
-from grouper.simulator.state import SimCojob, SimJob
 from grouper.workloads.topology import Topology
 
 
@@ -41,44 +40,16 @@ class FlowFastEngine(CoflowLoop):
         contention: float = 0.0,
         local_on_ports: bool = False,
     ) -> None:
-        self.topo = topo
-        self.policy = policy
         self.knows = knows_survivors(policy)
         self.contention = contention
-        self.local_on_ports = local_on_ports
         self.planner = Planner(policy, queues or QueueConfig(), 0.0, unlimited=unlimited)
         self.tables = FlowTables()
-        self.model = sorted(cojobs, key=lambda c: c.arrival)  # stable, as the engine's
-        self.events = 0
-        self.reschedules = 0
-        self.delivered = 0.0
-        self.t = 0.0
-        self._build()
-
-    def _build(self) -> None:
-        """Every flow in flat arrays, coflow after coflow (arrival order)."""
-        host = {h: i for i, h in enumerate(self.topo.hosts)}
-        n = len(self.topo.hosts)
-        src, dst, size, counts = [], [], [], []
-        self.jobs: list[SimJob] = []
-        self.cojobs: list[SimCojob] = []
-        for g, c in enumerate(self.model):
-            job = c.jobs[0]
-            s = np.fromiter((host[f.src] for f in job.flows), np.int64, len(job.flows))
-            d = np.fromiter((host[f.dst] for f in job.flows), np.int64, len(job.flows))
-            b = np.fromiter((f.bytes for f in job.flows), float, len(job.flows))
-            src.append(s)
-            dst.append(d)
-            size.append(b)
-            counts.append(len(b))
-            runs = job.stages or c.num_stages
-            self.jobs.append(
-                SimJob(g, job.job_id, s, d, b, [], 0.0, runs, index=g, weight=job.weight)
-            )
-            self.cojobs.append(SimCojob(c.cojob_id, c.arrival, (1,), [g], barrier=c.barrier))
-        self.f_lo = np.cumsum([0, *counts])[:-1].astype(np.int64)
+        flows = self._load(cojobs, topo, policy, local_on_ports)
+        # every flow in flat arrays, coflow after coflow (arrival order)
+        src, dst, size = ([f[i] for f in flows] for i in range(3))
+        counts = [len(b) for b in size]
         self.f_src = np.concatenate(src) if src else np.zeros(0, np.int64)
-        self.f_dst = np.concatenate(dst) + n if dst else np.zeros(0, np.int64)  # downlinks
+        self.f_dst = np.concatenate(dst) + len(topo.hosts) if dst else np.zeros(0, np.int64)
         self.f_size = np.concatenate(size) if size else np.zeros(0)
         self.f_cojob = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
         # the working set: flows still moving, by global index (sorted), with their
@@ -88,7 +59,6 @@ class FlowFastEngine(CoflowLoop):
         self.rate = np.zeros(0)
         self.band = np.zeros(0, np.int64)
         self.rband = np.zeros(0, np.int64)
-        self.live: list[int] = []  # cojobs started and not finished, by index
         self.cls: Classes | None = None  # the active flows' rate classes (per plan)
 
     # -- arrivals and completions ----------------------------------------------------
