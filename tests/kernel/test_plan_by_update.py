@@ -69,10 +69,16 @@ def test_plans_acknowledged_by_update_reach_the_kernels_and_a_lost_one_is_repair
         wait_for(lambda: converged({}), 20, "the first plan in every kernel")
         links = coord.coord.links
         wait_for(lambda: all(lk.track.confirmed for lk in links.values()), 5, "acknowledged")
-        # the acknowledgement is the version in the agent's update: the agent's own
-        assert {h: links[h].track.agent_version for h in HOSTS} == {
-            h: version(a) for h, a in agents.items()
-        }
+        # the acknowledgement is the version in the agent's update: the agent's own (a
+        # keepalive may raise it between the two reads, so both are read until they agree)
+        wait_for(
+            lambda: (
+                {h: links[h].track.agent_version for h in HOSTS}
+                == {h: version(a) for h, a in agents.items()}
+            ),
+            5,
+            "the coordinator to hold each agent's own version",
+        )
         assert coord.results == 0, "applied plans acknowledged by update get no result"
         before = version(agents["h1"])
         # A's first stage ends: every host's plan changes; h1's delta is lost
