@@ -12,9 +12,13 @@ changes is the work per round:
   so its classes get rate 0 whatever their other link does. Only the classes whose two
   links are open (the *active set*) take part in the filling; it is kept across rounds
   and events, and only the classes of links that open or close are looked at.
-* The filling takes the next link to saturate from a heap of saturation levels; a
-  level only rises when a class leaves a link, so a stale entry is pushed back when it
-  surfaces. A round costs the active classes and the links, not every class.
+* Max-min filling is independent in *parts* of the active set that share no link
+  (links joined by an active class, found by union-find when the active set changes).
+  A part is filled again only when one of its links got other classes (a class joined,
+  left or lost flows) or another capacity than the one it was filled in; the other
+  parts keep their rates (the same classes in the same capacities: the same rates).
+* The filling itself (``progressive``) takes the next link to saturate from a heap of
+  saturation levels: a round costs the refilled classes and the links, not every class.
 
 The levels are the allocator's (the same arithmetic up to rounding, within the
 ``tol`` it uses); classes left out get 0 where the allocator gives them the tiny level
@@ -29,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from grouper.simulator.allocator import MAX_ROUNDS
+from grouper.simulator.progressive import links_of, maxmin
 
 
 class Classes(NamedTuple):
@@ -74,56 +79,33 @@ class Net(NamedTuple):
     m_cls: np.ndarray
     m_rate: np.ndarray  # (C,) their rates
     m_used: np.ndarray  # (V,) rate x flows per link
-    cnt0: np.ndarray  # (V,) flows per link of the gathered members
+    k_rate: np.ndarray  # (C,) each active class's rate at its part's last filling
+    dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
+    part: np.ndarray  # (V,) the part (connected by active classes) a link is in: its root
+    deg: np.ndarray  # (V,) active classes per link
+    redo: np.ndarray  # (V,) bool, per root: the part is filled again
     filled: np.ndarray  # (V,) the capacities of the last filling
     tol: np.ndarray  # [tol]
 
 
 @njit(cache=True)
-def _push(hk: np.ndarray, hv: np.ndarray, n: int, key: float, v: int) -> int:
-    i = n
-    hk[i], hv[i] = key, v
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] <= hk[i]:
-            break
-        hk[p], hk[i] = hk[i], hk[p]
-        hv[p], hv[i] = hv[i], hv[p]
-        i = p
-    return n + 1
+def _touched(c: Classes, net: Net, k: int) -> None:
+    net.dirty[c.up[k]] = True
+    net.dirty[c.down[k]] = True
 
 
 @njit(cache=True)
-def _pop(hk: np.ndarray, hv: np.ndarray, n: int) -> tuple[float, int, int]:
-    key, v = hk[0], hv[0]
-    n -= 1
-    hk[0], hv[0] = hk[n], hv[n]
-    i = 0
-    while True:
-        a, b, m = 2 * i + 1, 2 * i + 2, i
-        if a < n and hk[a] < hk[m]:
-            m = a
-        if b < n and hk[b] < hk[m]:
-            m = b
-        if m == i:
-            break
-        hk[m], hk[i] = hk[i], hk[m]
-        hv[m], hv[i] = hv[i], hv[m]
-        i = m
-    return key, v, n
-
-
-@njit(cache=True)
-def active_add(c: Classes, k: int) -> None:
+def active_add(c: Classes, net: Net, k: int) -> None:
     n = c.count[0]
     c.aset[n] = k
     c.apos[k] = n
     c.count[0] = n + 1
     c.count[2] = 1
+    _touched(c, net, k)
 
 
 @njit(cache=True)
-def active_remove(c: Classes, k: int) -> None:
+def active_remove(c: Classes, net: Net, k: int) -> None:
     i, n = c.apos[k], c.count[0] - 1
     last = c.aset[n]
     c.aset[i] = last
@@ -132,21 +114,17 @@ def active_remove(c: Classes, k: int) -> None:
     c.count[0] = n
     c.count[2] = 1
     c.rate[k] = 0.0
+    _touched(c, net, k)
 
 
 @njit(cache=True)
 def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
-    """Active class ``k`` lost ``lost`` flows. While the filling's members are current
-    (``apos`` is the member's index) it only counts them out: a class left with none
-    stays a member with no flows (it takes no capacity) until the next gathering,
-    which drops it from the active set."""
-    if c.count[2]:
-        if c.mult[k] == 0:
-            active_remove(c, k)
-        return
-    net.m_mult[c.apos[k]] -= lost
-    net.cnt0[c.up[k]] -= lost
-    net.cnt0[c.down[k]] -= lost
+    """Active class ``k`` lost ``lost`` flows: its part is filled again; a class left
+    with none leaves the active set."""
+    if c.mult[k] == 0:
+        active_remove(c, net, k)
+    else:
+        _touched(c, net, k)
 
 
 @njit(cache=True)
@@ -166,127 +144,76 @@ def _toggle(c: Classes, net: Net, tol: float) -> None:
             k = net.vcls[j]
             if not net.isopen[v]:
                 if c.apos[k] >= 0:
-                    active_remove(c, k)
+                    active_remove(c, net, k)
             elif c.apos[k] < 0 and c.mult[k] > 0 and net.isopen[c.up[k]] and net.isopen[c.down[k]]:
-                active_add(c, k)
+                active_add(c, net, k)
 
 
 @njit(cache=True)
-def _links_of(mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, nl: int, w: Net) -> None:
-    """Unfrozen flows per link and the CSR of the members per link."""
-    cnt, start, ent, cur = w.cnt, w.astart, w.acls, w.work[0]
-    cnt[:nl] = 0
-    start[: nl + 1] = 0
-    for i in range(n):
-        cnt[mu[i]] += mm[i]
-        cnt[md[i]] += mm[i]
-        start[mu[i] + 1] += 1
-        start[md[i] + 1] += 1
-    for v in range(nl):
-        start[v + 1] += start[v]
-        cur[v] = start[v]
-    for i in range(n):
-        ent[cur[mu[i]]] = i
-        cur[mu[i]] += 1
-        ent[cur[md[i]]] = i
-        cur[md[i]] += 1
+def _root(par: np.ndarray, v: int) -> int:
+    while par[v] != v:
+        par[v] = par[par[v]]
+        v = par[v]
+    return v
 
 
 @njit(cache=True)
-def _freeze(mu: np.ndarray, md: np.ndarray, mm: np.ndarray, w: Net, b: int, level: float) -> None:
-    """Every unfrozen member of link ``b`` at ``level``; their other links lose them."""
-    cnt, res, lv, rate, used = w.cnt, w.res, w.lv, w.m_rate, w.m_used
-    for j in range(w.astart[b], w.astart[b + 1]):
-        i = w.acls[j]
-        if rate[i] >= 0.0:
-            continue
-        rate[i] = level
-        m = mm[i]
-        used[mu[i]] += level * m
-        used[md[i]] += level * m
-        for o in (mu[i], md[i]):
-            if cnt[o] > 0:
-                res[o] -= (level - lv[o]) * cnt[o]
-                lv[o] = level
-                cnt[o] -= m
-    cnt[b] = 0
-
-
-@njit(cache=True)
-def _maxmin(
-    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, cap: np.ndarray, w: Net
-) -> None:
-    """Exact progressive filling of members ``0..n-1`` (links ``mu``, ``md``, ``mm``
-    flows each) in link capacities ``cap`` (``allocator_kernel._maxmin``: every link
-    whose residual falls to ``tol`` saturates and freezes its members at the level
-    reached): rates into ``w.m_rate``, rate x flows per link into ``w.m_used``."""
-    nl, tol = len(cap), w.tol[0]
-    cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
-    batch, aside = w.work[1], w.work[2]
-    w.m_rate[:n] = -1.0
-    w.m_used[:nl] = 0.0
-    h = 0
-    for v in range(nl):
-        if cnt[v] > 0:
-            res[v], lv[v] = cap[v], 0.0
-            h = _push(hk, hv, h, res[v] / cnt[v], v)
-    level = 0.0
-    while h > 0:
-        s, v, h = _pop(hk, hv, h)
-        if cnt[v] <= 0:
-            continue
-        sat = lv[v] + res[v] / cnt[v]
-        if sat > s:  # members left it since it was pushed: its level rose
-            h = _push(hk, hv, h, sat, v)
-            continue
-        level = max(level, sat)
-        nb, na = 1, 0
-        batch[0] = v
-        while h > 0 and hk[0] <= level + tol:
-            _, x, h = _pop(hk, hv, h)
-            if cnt[x] <= 0:
-                continue
-            if res[x] - (level - lv[x]) * cnt[x] <= tol:
-                batch[nb] = x
-                nb += 1
-            else:
-                aside[na] = x
-                na += 1
-        for i in range(nb):
-            _freeze(mu, md, mm, w, batch[i], level)
-        for i in range(na):
-            x = aside[i]
-            if cnt[x] > 0:
-                h = _push(hk, hv, h, lv[x] + res[x] / cnt[x], x)
+def _parts(c: Classes, net: Net) -> None:
+    """The parts of the active set: links joined by an active class (union-find);
+    ``net.part`` is each link's root, ``net.deg`` its active classes."""
+    par, deg = net.part, net.deg
+    for v in range(len(par)):
+        par[v] = v
+    deg[:] = 0
+    for i in range(c.count[0]):
+        k = c.aset[i]
+        u, d = c.up[k], c.down[k]
+        deg[u] += 1
+        deg[d] += 1
+        ru, rd = _root(par, u), _root(par, d)
+        if ru != rd:
+            par[max(ru, rd)] = min(ru, rd)
+    for v in range(len(par)):
+        par[v] = par[par[v]]  # roots are the least links: one step reaches them
 
 
 @njit(cache=True)
 def _fill(c: Classes, net: Net) -> None:
-    """The active classes' rates in ``net.vcap`` (into ``net.m_rate``, in ``aset``
-    order) and their use per link (``net.used``). The members are gathered so that the
-    filling reads them in order, again only when the active set changed (a member
-    that lost flows is counted out in place: ``member_lost``)."""
-    mu, md, mm = net.m_up, net.m_down, net.m_mult
-    net.filled[:] = net.vcap
+    """The active classes' rates in ``net.vcap`` (into ``net.k_rate``) and their use per
+    link (``net.used``). Max-min filling is separate in parts of the active set that
+    share no link, so only the parts with a link whose capacity or classes changed since
+    the last filling are filled again; the others keep their rates and use."""
     if c.count[2]:
         i = 0
         while i < c.count[0]:  # classes that lost every flow leave the active set
             if c.mult[c.aset[i]] == 0:
-                active_remove(c, c.aset[i])
+                active_remove(c, net, c.aset[i])
             else:
                 i += 1
-        n = c.count[0]
-        for i in range(n):
-            k = c.aset[i]
-            mu[i], md[i], mm[i] = c.up[k], c.down[k], c.mult[k]
-        _links_of(mu, md, mm, n, len(net.vcap), net)
-        net.cnt0[:] = net.cnt
+        _parts(c, net)
         c.count[2] = 0
-    else:
-        net.cnt[:] = net.cnt0
-    n = c.count[0]
-    _maxmin(mu, md, mm, n, net.vcap, net)
+    redo, part = net.redo, net.part
+    redo[:] = False
+    for v in range(len(net.vcap)):
+        if net.dirty[v] or net.vcap[v] != net.filled[v]:
+            if net.deg[v] > 0:
+                redo[part[v]] = True
+            else:
+                net.m_used[v] = 0.0  # no class left on it
+    mu, md, mm, mc = net.m_up, net.m_down, net.m_mult, net.m_cls
+    n = 0
+    for i in range(c.count[0]):
+        k = c.aset[i]
+        if redo[part[c.up[k]]]:
+            mu[n], md[n], mm[n], mc[n] = c.up[k], c.down[k], c.mult[k], k
+            n += 1
+    links_of(mu, md, mm, n, len(net.vcap), net)
+    maxmin(mu, md, mm, n, net.vcap, net)
+    for i in range(n):
+        net.k_rate[mc[i]] = max(net.m_rate[i], 0.0)
+    net.filled[:] = net.vcap  # a part kept had these capacities
     net.used[:] = net.m_used[: len(net.used)]
+    net.dirty[:] = False
 
 
 @njit(cache=True)
@@ -312,9 +239,10 @@ def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
 
 @njit(cache=True)
 def _moved(net: Net) -> bool:
-    """Whether a link with members got another capacity than the last filling's."""
+    """Whether a link got other classes or, with classes, another capacity than at the
+    last filling."""
     for v in range(len(net.vcap)):
-        if net.cnt0[v] > 0 and net.vcap[v] != net.filled[v]:
+        if net.dirty[v] or (net.deg[v] > 0 and net.vcap[v] != net.filled[v]):
             return True
     return False
 
@@ -335,15 +263,15 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     for i in range(c.count[1]):
         c.rate[c.pos[i]] = 0.0
     _virtual_capacity(net.used, net.cap, q, net.vcap)
-    for r in range(MAX_ROUNDS):
+    for _ in range(MAX_ROUNDS):
         _toggle(c, net, tol)
-        if r == 0 or c.count[2] or _moved(net):
+        if c.count[2] or _moved(net):
             _fill(c, net)  # else the same members in the same capacities: the same rates
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net, tol):
             n = c.count[0]
             for i in range(n):
-                c.rate[c.aset[i]] = net.m_rate[i]
+                c.rate[c.aset[i]] = net.k_rate[c.aset[i]]
             c.pos[:n] = c.aset[:n]
             c.count[1] = n
             return True
@@ -377,8 +305,9 @@ def _fallback(c: Classes, net: Net, q: int) -> None:
         for i in range(n):
             k = members[lo + i]
             mu[i], md[i], mm[i] = c.up[k] // q, c.down[k] // q, c.mult[k]
-        _links_of(mu, md, mm, n, len(residual), net)
-        _maxmin(mu, md, mm, n, residual, net)
+        links_of(mu, md, mm, n, len(residual), net)
+        net.m_used[: len(residual)] = 0.0
+        maxmin(mu, md, mm, n, residual, net)
         for p in range(len(residual)):
             residual[p] = max(residual[p] - net.m_used[p], 0.0)
         for i in range(n):
@@ -388,5 +317,6 @@ def _fallback(c: Classes, net: Net, q: int) -> None:
                 c.pos[n_pos] = k
                 n_pos += 1
     c.count[1] = n_pos
-    c.count[2] = 1  # the members were the fallback's
+    c.count[2] = 1  # the workspace was the fallback's: every part is filled again
+    net.dirty[:] = True
     _used(c, net, c.pos, n_pos)

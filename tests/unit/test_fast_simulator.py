@@ -17,7 +17,7 @@ from grouper.simulator.fast import FastEngine, coflow_shaped
 from grouper.simulator.fast_fill import allocate_classes
 from grouper.simulator.fast_flows import FlowFastEngine
 from grouper.simulator.fast_kernel import build_classes, class_rates
-from grouper.simulator.fast_state import Flows, empty_classes, rebuild
+from grouper.simulator.fast_state import Flows, _serve, _step_length, empty_classes, rebuild
 from grouper.simulator.run import SIM_POLICIES, engine_for, topology_of
 from grouper.workloads.coflow_trace import parse_coflow_trace, trace_workload
 from grouper.workloads.model import Workload
@@ -143,3 +143,48 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None
         )
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert fallbacks > 100  # priority cycles were among them
+
+
+def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() -> None:
+    """Event after event (flows of random sizes end and leave their classes), the
+    allocation kept across events (the parts left as they were, the parts refilled) gives
+    ``allocate``'s rates flow by flow, warm-started as the engine warm-starts it: from
+    each flow's last rate. Seeded instances: classes of several flows that end one by
+    one, so that a class loses flows while the others keep their queues open."""
+    rng = np.random.default_rng(5)
+    p, q = 8, 4
+    cap = rng.choice([1.0, 2.0, 3.0], size=2 * p)
+    tol = 1e-12 * cap.max()
+    events = fallbacks = 0
+    for _ in range(400):
+        kinds = int(rng.integers(1, 12))  # flows of a kind share links and queues: a class
+        kind = rng.integers(0, kinds, int(rng.integers(1, 40)))
+        n = len(kind)
+        up, down = rng.integers(0, p, kinds)[kind], p + rng.integers(0, p, kinds)[kind]
+        band, rband = rng.integers(0, q, kinds)[kind], rng.integers(0, q, kinds)[kind]
+        band[up == down - p], rband[up == down - p] = 0, 0
+        size = rng.choice([0.5, 1.0, 2.0, 5.0], size=n)
+        flows = Flows(up, down, size, np.arange(n), np.zeros(n), np.ones(n, np.int64))
+        table = np.zeros((n, 2 * p), dtype=np.int64)
+        table[np.arange(n), up], table[np.arange(n), down] = band, rband
+        cls, net = rebuild(
+            empty_classes(), flows, np.arange(n), table, np.arange(n), q, p, cap, 0, tol
+        )
+        last, t = np.zeros(n), 0.0
+        while flows.busy.sum() > 0:
+            fallbacks += not allocate_classes(cls, net, q, tol)
+            got = np.full(n, np.nan)
+            for k in range(len(cls.mult)):
+                got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = max(cls.rate[k], 0.0)
+            alive = ~np.isnan(got)
+            task = np.zeros(int(alive.sum()), np.int64)
+            moving = (up[alive], down[alive], band[alive], rband[alive], task)
+            want = class_rates(None, moving, cap, 0.0, last[alive])
+            np.testing.assert_allclose(got[alive], want, rtol=1e-9, atol=1e-12)
+            last = np.where(alive, got, 0.0)
+            dt = _step_length(cls, t, np.inf)
+            assert np.isfinite(dt)
+            _serve(cls, flows, net, dt)
+            t += dt
+            events += 1
+    assert events > 3000 and fallbacks > 10

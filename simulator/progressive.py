@@ -1,0 +1,145 @@
+"""Exact progressive filling (numba) over links, the next link to saturate taken from a
+heap of saturation levels: the kernel ``fast_fill`` runs over flow classes.
+
+Members ``0..n-1`` each cross two links (``mu``, ``md``) with ``mm`` flows. Every link
+whose residual falls to ``tol`` saturates and freezes its unfrozen members at the level
+reached (``allocator_kernel._maxmin``'s rule). A level only rises when a member leaves
+a link, so a stale heap entry is pushed back when it surfaces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+# ``fast_fill.Net``: the arrays read here are cnt, res, lv, heap_k, heap_v, work,
+# astart, acls, m_rate, m_used and tol
+Workspace = Any
+
+
+@njit(cache=True)
+def _push(hk: np.ndarray, hv: np.ndarray, n: int, key: float, v: int) -> int:
+    i = n
+    hk[i], hv[i] = key, v
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] <= hk[i]:
+            break
+        hk[p], hk[i] = hk[i], hk[p]
+        hv[p], hv[i] = hv[i], hv[p]
+        i = p
+    return n + 1
+
+
+@njit(cache=True)
+def _pop(hk: np.ndarray, hv: np.ndarray, n: int) -> tuple[float, int, int]:
+    key, v = hk[0], hv[0]
+    n -= 1
+    hk[0], hv[0] = hk[n], hv[n]
+    i = 0
+    while True:
+        a, b, m = 2 * i + 1, 2 * i + 2, i
+        if a < n and hk[a] < hk[m]:
+            m = a
+        if b < n and hk[b] < hk[m]:
+            m = b
+        if m == i:
+            break
+        hk[m], hk[i] = hk[i], hk[m]
+        hv[m], hv[i] = hv[i], hv[m]
+        i = m
+    return key, v, n
+
+
+@njit(cache=True)
+def links_of(mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, nl: int, w: Workspace) -> None:
+    """Unfrozen flows per link and the CSR of the members per link."""
+    cnt, start, ent, cur = w.cnt, w.astart, w.acls, w.work[0]
+    cnt[:nl] = 0
+    start[: nl + 1] = 0
+    for i in range(n):
+        cnt[mu[i]] += mm[i]
+        cnt[md[i]] += mm[i]
+        start[mu[i] + 1] += 1
+        start[md[i] + 1] += 1
+    for v in range(nl):
+        start[v + 1] += start[v]
+        cur[v] = start[v]
+    for i in range(n):
+        ent[cur[mu[i]]] = i
+        cur[mu[i]] += 1
+        ent[cur[md[i]]] = i
+        cur[md[i]] += 1
+
+
+@njit(cache=True)
+def _freeze(
+    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, w: Workspace, b: int, level: float
+) -> None:
+    """Every unfrozen member of link ``b`` at ``level``; their other links lose them."""
+    cnt, res, lv, rate, used = w.cnt, w.res, w.lv, w.m_rate, w.m_used
+    for j in range(w.astart[b], w.astart[b + 1]):
+        i = w.acls[j]
+        if rate[i] >= 0.0:
+            continue
+        rate[i] = level
+        m = mm[i]
+        used[mu[i]] += level * m
+        used[md[i]] += level * m
+        for o in (mu[i], md[i]):
+            if cnt[o] > 0:
+                res[o] -= (level - lv[o]) * cnt[o]
+                lv[o] = level
+                cnt[o] -= m
+    cnt[b] = 0
+
+
+@njit(cache=True)
+def maxmin(
+    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, cap: np.ndarray, w: Workspace
+) -> None:
+    """Exact progressive filling of members ``0..n-1`` (links ``mu``, ``md``, ``mm``
+    flows each) in link capacities ``cap`` (``allocator_kernel._maxmin``: every link
+    whose residual falls to ``tol`` saturates and freezes its members at the level
+    reached): rates into ``w.m_rate``, rate x flows per link into ``w.m_used`` (on the
+    members' links only)."""
+    nl, tol = len(cap), w.tol[0]
+    cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
+    batch, aside = w.work[1], w.work[2]
+    w.m_rate[:n] = -1.0
+    h = 0
+    for v in range(nl):
+        if cnt[v] > 0:
+            w.m_used[v] = 0.0  # the links of other members keep theirs
+            res[v], lv[v] = cap[v], 0.0
+            h = _push(hk, hv, h, res[v] / cnt[v], v)
+    level = 0.0
+    while h > 0:
+        s, v, h = _pop(hk, hv, h)
+        if cnt[v] <= 0:
+            continue
+        sat = lv[v] + res[v] / cnt[v]
+        if sat > s:  # members left it since it was pushed: its level rose
+            h = _push(hk, hv, h, sat, v)
+            continue
+        level = max(level, sat)
+        nb, na = 1, 0
+        batch[0] = v
+        while h > 0 and hk[0] <= level + tol:
+            _, x, h = _pop(hk, hv, h)
+            if cnt[x] <= 0:
+                continue
+            if res[x] - (level - lv[x]) * cnt[x] <= tol:
+                batch[nb] = x
+                nb += 1
+            else:
+                aside[na] = x
+                na += 1
+        for i in range(nb):
+            _freeze(mu, md, mm, w, batch[i], level)
+        for i in range(na):
+            x = aside[i]
+            if cnt[x] > 0:
+                h = _push(hk, hv, h, lv[x] + res[x] / cnt[x], x)
