@@ -81,11 +81,25 @@ class Net(NamedTuple):
     m_used: np.ndarray  # (V,) rate x flows per link
     k_rate: np.ndarray  # (C,) each active class's rate at its part's last filling
     dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
-    part: np.ndarray  # (V,) the part (connected by active classes) a link is in: its root
+    part: np.ndarray  # (V,) union-find parents: links joined by active classes
+    root: np.ndarray  # (V,) each link's part at the filling: its root
     deg: np.ndarray  # (V,) active classes per link
     redo: np.ndarray  # (V,) bool, per root: the part is filled again
+    last: np.ndarray  # (V,) bool, per root: filled at the last filling
+    m_pos: np.ndarray  # (C,) a class's index among the members gathered last
+    cnt0: np.ndarray  # (V,) flows per link of the members gathered last
+    books: np.ndarray  # [classes that left since the parts were found, members gathered,
+    #                     the gathered members are current]
     filled: np.ndarray  # (V,) the capacities of the last filling
     tol: np.ndarray  # [tol]
+
+
+@njit(cache=True)
+def _root(par: np.ndarray, v: int) -> int:
+    while par[v] != v:
+        par[v] = par[par[v]]
+        v = par[v]
+    return v
 
 
 @njit(cache=True)
@@ -102,6 +116,12 @@ def active_add(c: Classes, net: Net, k: int) -> None:
     c.count[0] = n + 1
     c.count[2] = 1
     _touched(c, net, k)
+    u, d = c.up[k], c.down[k]
+    net.deg[u] += 1
+    net.deg[d] += 1
+    ru, rd = _root(net.part, u), _root(net.part, d)
+    if ru != rd:
+        net.part[max(ru, rd)] = min(ru, rd)
 
 
 @njit(cache=True)
@@ -115,16 +135,34 @@ def active_remove(c: Classes, net: Net, k: int) -> None:
     c.count[2] = 1
     c.rate[k] = 0.0
     _touched(c, net, k)
+    net.deg[c.up[k]] -= 1
+    net.deg[c.down[k]] -= 1
+    net.books[0] += 1
+
+
+@njit(cache=True)
+def _member(net: Net, k: int) -> int:
+    """Class ``k``'s index among the members gathered last, or -1."""
+    i = net.m_pos[k]
+    if net.books[2] and 0 <= i < net.books[1] and net.m_cls[i] == k:
+        return i
+    return -1
 
 
 @njit(cache=True)
 def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
-    """Active class ``k`` lost ``lost`` flows: its part is filled again; a class left
-    with none leaves the active set."""
-    if c.mult[k] == 0:
+    """Active class ``k`` lost ``lost`` flows: its part is filled again. A member of the
+    last gathering is counted out in place (one left with no flows stays a member, and
+    takes no capacity, until the next gathering); another class left with none leaves
+    the active set."""
+    _touched(c, net, k)
+    i = _member(net, k)
+    if i >= 0:
+        net.m_mult[i] -= lost
+        net.cnt0[c.up[k]] -= lost
+        net.cnt0[c.down[k]] -= lost
+    elif c.mult[k] == 0:
         active_remove(c, net, k)
-    else:
-        _touched(c, net, k)
 
 
 @njit(cache=True)
@@ -150,31 +188,39 @@ def _toggle(c: Classes, net: Net, tol: float) -> None:
 
 
 @njit(cache=True)
-def _root(par: np.ndarray, v: int) -> int:
-    while par[v] != v:
-        par[v] = par[par[v]]
-        v = par[v]
-    return v
+def _parts(c: Classes, net: Net) -> None:
+    """The parts of the active set found again. Between two findings a class that joins
+    unites its links' parts and one that leaves changes nothing: a part it split stays
+    one, filled as one, which is still exact; once more classes left than an eighth
+    of the active set, the parts are found again."""
+    par = net.part
+    for v in range(len(par)):
+        par[v] = v
+    for i in range(c.count[0]):
+        k = c.aset[i]
+        ru, rd = _root(par, c.up[k]), _root(par, c.down[k])
+        if ru != rd:
+            par[max(ru, rd)] = min(ru, rd)
+    net.books[0] = 0
 
 
 @njit(cache=True)
-def _parts(c: Classes, net: Net) -> None:
-    """The parts of the active set: links joined by an active class (union-find);
-    ``net.part`` is each link's root, ``net.deg`` its active classes."""
-    par, deg = net.part, net.deg
-    for v in range(len(par)):
-        par[v] = v
-    deg[:] = 0
+def _gather(c: Classes, net: Net) -> int:
+    """The members: the active classes of the parts filled again, in ``aset`` order;
+    their flows per link (``net.cnt0``) and per-link lists (``links_of``)."""
+    mu, md, mm, mc, part = net.m_up, net.m_down, net.m_mult, net.m_cls, net.root
+    n = 0
     for i in range(c.count[0]):
         k = c.aset[i]
-        u, d = c.up[k], c.down[k]
-        deg[u] += 1
-        deg[d] += 1
-        ru, rd = _root(par, u), _root(par, d)
-        if ru != rd:
-            par[max(ru, rd)] = min(ru, rd)
-    for v in range(len(par)):
-        par[v] = par[par[v]]  # roots are the least links: one step reaches them
+        if net.redo[part[c.up[k]]]:
+            mu[n], md[n], mm[n], mc[n] = c.up[k], c.down[k], c.mult[k], k
+            net.m_pos[k] = n
+            n += 1
+    links_of(mu, md, mm, n, len(net.vcap), net)
+    net.cnt0[:] = net.cnt
+    net.last[:] = net.redo
+    net.books[1], net.books[2] = n, 1
+    return n
 
 
 @njit(cache=True)
@@ -182,7 +228,9 @@ def _fill(c: Classes, net: Net) -> None:
     """The active classes' rates in ``net.vcap`` (into ``net.k_rate``) and their use per
     link (``net.used``). Max-min filling is separate in parts of the active set that
     share no link, so only the parts with a link whose capacity or classes changed since
-    the last filling are filled again; the others keep their rates and use."""
+    the last filling are filled again; the others keep their rates and use. When the
+    same parts are filled again with the same classes, the members gathered last are
+    filled again as they are (``member_lost`` counts them out in place)."""
     if c.count[2]:
         i = 0
         while i < c.count[0]:  # classes that lost every flow leave the active set
@@ -190,27 +238,29 @@ def _fill(c: Classes, net: Net) -> None:
                 active_remove(c, net, c.aset[i])
             else:
                 i += 1
-        _parts(c, net)
+        if 8 * net.books[0] > c.count[0]:
+            _parts(c, net)
         c.count[2] = 0
-    redo, part = net.redo, net.part
+        net.books[2] = 0
+    redo, part = net.redo, net.root
     redo[:] = False
     for v in range(len(net.vcap)):
-        if net.dirty[v] or net.vcap[v] != net.filled[v]:
-            if net.deg[v] > 0:
-                redo[part[v]] = True
-            else:
-                net.m_used[v] = 0.0  # no class left on it
-    mu, md, mm, mc = net.m_up, net.m_down, net.m_mult, net.m_cls
-    n = 0
-    for i in range(c.count[0]):
-        k = c.aset[i]
-        if redo[part[c.up[k]]]:
-            mu[n], md[n], mm[n], mc[n] = c.up[k], c.down[k], c.mult[k], k
-            n += 1
-    links_of(mu, md, mm, n, len(net.vcap), net)
-    maxmin(mu, md, mm, n, net.vcap, net)
+        part[v] = _root(net.part, v)
+        if (net.dirty[v] or net.vcap[v] != net.filled[v]) and net.deg[v] > 0:
+            redo[part[v]] = True
+    same = net.books[2] == 1
+    for v in range(len(net.vcap)):
+        same &= redo[v] == net.last[v]
+        if redo[part[v]] or net.deg[v] == 0:
+            net.m_used[v] = 0.0
+    if same:
+        n = net.books[1]
+        net.cnt[:] = net.cnt0
+    else:
+        n = _gather(c, net)
+    maxmin(net.m_up, net.m_down, net.m_mult, n, net.vcap, net)
     for i in range(n):
-        net.k_rate[mc[i]] = max(net.m_rate[i], 0.0)
+        net.k_rate[net.m_cls[i]] = max(net.m_rate[i], 0.0)
     net.filled[:] = net.vcap  # a part kept had these capacities
     net.used[:] = net.m_used[: len(net.used)]
     net.dirty[:] = False
@@ -319,4 +369,5 @@ def _fallback(c: Classes, net: Net, q: int) -> None:
     c.count[1] = n_pos
     c.count[2] = 1  # the workspace was the fallback's: every part is filled again
     net.dirty[:] = True
+    net.books[2] = 0
     _used(c, net, c.pos, n_pos)

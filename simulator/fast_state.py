@@ -120,8 +120,10 @@ def _net(
         np.empty(2 * nc, np.int64), z.copy(), np.zeros(nv, np.int64),
         np.zeros((3, nv), np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc), z.copy(),
-        np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.zeros(nv, np.int64),
-        np.zeros(nv, np.bool_), z.copy(), np.full(1, tol),
+        np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.arange(nv),
+        np.zeros(nv, np.int64), np.zeros(nv, np.bool_), np.zeros(nv, np.bool_),
+        np.zeros(nc, np.int64), np.zeros(nv, np.int64), np.zeros(3, np.int64), z.copy(),
+        np.full(1, tol),
     )  # fmt: skip
 
 

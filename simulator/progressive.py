@@ -103,8 +103,8 @@ def maxmin(
     """Exact progressive filling of members ``0..n-1`` (links ``mu``, ``md``, ``mm``
     flows each) in link capacities ``cap`` (``allocator_kernel._maxmin``: every link
     whose residual falls to ``tol`` saturates and freezes its members at the level
-    reached): rates into ``w.m_rate``, rate x flows per link into ``w.m_used`` (on the
-    members' links only)."""
+    reached): rates into ``w.m_rate``, rate x flows per link added to ``w.m_used`` (the
+    caller zeroes the members' links first)."""
     nl, tol = len(cap), w.tol[0]
     cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
     batch, aside = w.work[1], w.work[2]
@@ -112,7 +112,6 @@ def maxmin(
     h = 0
     for v in range(nl):
         if cnt[v] > 0:
-            w.m_used[v] = 0.0  # the links of other members keep theirs
             res[v], lv[v] = cap[v], 0.0
             h = _push(hk, hv, h, res[v] / cnt[v], v)
     level = 0.0
