@@ -14,6 +14,9 @@ GENERATED := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
 setup: $(VENV)/.installed $(GENERATED)
 	# Debian 12's stock kernel (pinned) into .cache/vm, once: tests/vm boots it in QEMU
 	bash scripts/vm/fetch-kernel.sh
+	# numba's cache misses a change to a kernel called from another file: caches older
+	# than their package's newest source are dropped (scripts/numba_stale.py)
+	$(BIN)/python scripts/numba_stale.py pda simulator
 	# compile PDA's loop and the simulator's allocator into numba's disk cache once,
 	# not in the first test that plans or simulates
 	$(BIN)/python -c "from grouper.pda.order import warm_up; warm_up()"
