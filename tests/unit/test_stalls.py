@@ -54,5 +54,9 @@ def test_a_blocked_event_loop_is_measured_as_a_stall():
         watch.cancel()
         return stalls.deaf
 
+    start = time.monotonic()
     deaf = asyncio.run(main())
-    assert 0.5 < deaf < 0.75, deaf
+    wall = time.monotonic() - start
+    # the block is counted once, less one tick; a loaded machine's extra gaps count in
+    # both, and the loop listened for at least a tick between polls in the sleeps
+    assert 0.5 < deaf < wall - 0.1, (deaf, wall)
