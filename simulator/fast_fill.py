@@ -13,10 +13,13 @@ changes is the work per round:
   links are open (the *active set*) take part in the filling; it is kept across rounds
   and events, and only the classes of links that open or close are looked at.
 * Max-min filling is independent in *parts* of the active set that share no link
-  (links joined by an active class, found by union-find when the active set changes).
-  A part is filled again only when one of its links got other classes (a class joined,
-  left or lost flows) or another capacity than the one it was filled in; the other
-  parts keep their rates (the same classes in the same capacities: the same rates).
+  (links joined by active classes, kept by union-find: a class that joins unites two
+  parts, one that leaves splits none, so a part may be coarser than the connected
+  pieces until the parts are found again). A part is filled again only when one of its
+  links got other classes (a class joined, left or lost flows) or another capacity
+  than the one it was filled in; the other parts keep their rates (the same classes in
+  the same capacities: the same rates, up to the ``tol`` within which a joint filling
+  freezes links of two parts at one level).
 * The filling itself (``progressive``) takes the next link to saturate from a heap of
   saturation levels: a round costs the refilled classes and the links, not every class.
 
@@ -152,9 +155,9 @@ def _member(net: Net, k: int) -> int:
 @njit(cache=True)
 def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
     """Active class ``k`` lost ``lost`` flows: its part is filled again. A member of the
-    last gathering is counted out in place (one left with no flows stays a member, and
-    takes no capacity, until the next gathering); another class left with none leaves
-    the active set."""
+    last gathering is counted out in place (one left with no flows stays in the active
+    set, taking no capacity, until the active set next changes); another class left
+    with none leaves the active set."""
     _touched(c, net, k)
     i = _member(net, k)
     if i >= 0:
@@ -191,8 +194,8 @@ def _toggle(c: Classes, net: Net, tol: float) -> None:
 def _parts(c: Classes, net: Net) -> None:
     """The parts of the active set found again. Between two findings a class that joins
     unites its links' parts and one that leaves changes nothing: a part it split stays
-    one, filled as one, which is still exact; once more classes left than an eighth
-    of the active set, the parts are found again."""
+    one, filled as one, which is still exact; once the classes that left since the
+    last finding outnumber an eighth of the active set, the parts are found again."""
     par = net.part
     for v in range(len(par)):
         par[v] = v
