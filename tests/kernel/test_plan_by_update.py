@@ -1,8 +1,9 @@
 """Plans acknowledged by the agents' next update, on real agents and kernels: the plans
 are written on the sessions and nobody waits for a result; each kernel holds its plan,
 and the coordinator learns it from the agent's next update. A plan lost on its way (the
-first delta to h1 is dropped before it is written) is noticed as unacknowledged and
-sent again whole, and h1's kernel holds the newest plan within two periods."""
+first delta to h1 after a stage's progress is dropped before it is written) is noticed
+as unacknowledged and sent again whole, and h1's kernel holds the newest plan within two
+periods."""
 
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ from tests.kernel.star_cluster import (
 
 
 class InProcess(InProcessCoordinator):
-    """The coordinator in this process; it counts the results it gets and drops the
-    first delta meant for ``drop``."""
+    """The coordinator in this process; it counts the results it gets and, once
+    ``armed``, drops the first delta meant for ``drop`` (before then a keepalive delta
+    may go: on a slow guest one went before the progress and was the one dropped)."""
 
     def __init__(self, path, drop: str) -> None:  # noqa: ANN001
         self.results = 0
         self.dropped: list[int] = []
         self.drop = drop
+        self.armed = False
         super().__init__(path)
 
     def tamper(self, coord: Coordinator) -> None:
@@ -47,7 +50,7 @@ class InProcess(InProcessCoordinator):
         post = victim.post
 
         async def lossy(msg) -> None:  # noqa: ANN001
-            if msg.plan.base_version and not self.dropped:
+            if self.armed and msg.plan.base_version and not self.dropped:
                 self.dropped.append(msg.plan.version)  # lost on its way
                 return
             await post(msg)
@@ -82,12 +85,19 @@ def test_plans_acknowledged_by_update_reach_the_kernels_and_a_lost_one_is_repair
         assert coord.results == 0, "applied plans acknowledged by update get no result"
         before = version(agents["h1"])
         # A's first stage ends: every host's plan changes; h1's delta is lost
+        coord.armed = True
         report_progress(agents, "A", 4)
         t = time.monotonic()
-        wait_for(lambda: converged({"A": 4}), 2 * PERIOD + 1.0, "the plans for A at 4")
+
+        def repaired() -> bool:  # h1 past the plan it lost, every kernel at the new plans
+            lost = coord.dropped
+            return bool(lost) and version(agents["h1"]) > lost[0] and converged({"A": 4})
+
+        # (the kernels alone are not enough: h1's maps may not change with A's progress,
+        # and a slow guest once matched them before h1's repair came)
+        wait_for(repaired, 2 * PERIOD + 1.0, "the plans for A at 4, h1's lost one repaired")
         took = time.monotonic() - t
-        assert coord.dropped, "the first delta to h1 was dropped"
-        assert version(agents["h1"]) > coord.dropped[0] > before, "repaired by a newer plan"
+        assert coord.dropped[0] > before, "the delta dropped was one after the progress"
         pushed = coord.coord.metrics.registry.get_sample_value
         assert pushed("grouper_coordinator_plans_pushed_total", {"form": "whole"}) >= 4
         assert pushed("grouper_coordinator_plans_pushed_total", {"form": "delta"}) >= 2
