@@ -227,6 +227,14 @@ def _gather(c: Classes, net: Net) -> int:
 
 
 @njit(cache=True)
+def _changed(net: Net, v: int) -> bool:
+    """Whether link ``v``, with classes, got other classes or another capacity since
+    the last filling (a link left with none is dirty only when a class left the active
+    set, which refills anyway)."""
+    return net.deg[v] > 0 and (net.dirty[v] or net.vcap[v] != net.filled[v])
+
+
+@njit(cache=True)
 def _fill(c: Classes, net: Net) -> None:
     """The active classes' rates in ``net.vcap`` (into ``net.k_rate``) and their use per
     link (``net.used``). Max-min filling is separate in parts of the active set that
@@ -249,7 +257,7 @@ def _fill(c: Classes, net: Net) -> None:
     redo[:] = False
     for v in range(len(net.vcap)):
         part[v] = _root(net.part, v)
-        if (net.dirty[v] or net.vcap[v] != net.filled[v]) and net.deg[v] > 0:
+        if _changed(net, v):
             redo[part[v]] = True
     same = net.books[2] == 1
     for v in range(len(net.vcap)):
@@ -292,10 +300,9 @@ def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
 
 @njit(cache=True)
 def _moved(net: Net) -> bool:
-    """Whether a link got other classes or, with classes, another capacity than at the
-    last filling."""
+    """Whether a part has to be filled again (``_changed``)."""
     for v in range(len(net.vcap)):
-        if net.dirty[v] or (net.deg[v] > 0 and net.vcap[v] != net.filled[v]):
+        if _changed(net, v):
             return True
     return False
 
