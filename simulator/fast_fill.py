@@ -95,6 +95,8 @@ class Net(NamedTuple):
     #                     the gathered members are current]
     filled: np.ndarray  # (V,) the capacities of the last filling
     tol: np.ndarray  # [tol]
+    worst: np.ndarray  # (C,) the classes by worst queue (the fallback's order, per plan)
+    worst_start: np.ndarray  # (q+1,) where each queue's classes start in ``worst``
 
 
 @njit(cache=True)
@@ -341,37 +343,49 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
 
 
 @njit(cache=True)
-def _fallback(c: Classes, net: Net, q: int) -> None:
-    """A priority cycle: every class at its worst queue (``allocate``'s fallback):
-    level by level, max-min over ports in what the levels above left."""
-    residual = net.cap[::q].copy()
-    mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
-    start = np.zeros(q + 1, np.int64)  # the classes with flows, by worst queue
-    for k in range(len(c.mult)):
-        if c.mult[k] > 0:
-            start[max(c.up[k] % q, c.down[k] % q) + 1] += 1
+def by_worst_queue(up: np.ndarray, down: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """The classes sorted by worst queue (counting sort) and where each queue's start:
+    fixed between plans, so the fallback need not sort."""
+    start = np.zeros(q + 1, np.int64)
+    for k in range(len(up)):
+        start[max(up[k] % q, down[k] % q) + 1] += 1
     start = np.cumsum(start)
     cur = start[:-1].copy()
-    for k in range(len(c.mult)):
-        if c.mult[k] > 0:
-            b = max(c.up[k] % q, c.down[k] % q)
-            members[cur[b]] = k
-            cur[b] += 1
+    order = np.empty(len(up), np.int64)
+    for k in range(len(up)):
+        b = max(up[k] % q, down[k] % q)
+        order[cur[b]] = k
+        cur[b] += 1
+    return order, start
+
+
+@njit(cache=True)
+def _fallback(c: Classes, net: Net, q: int) -> None:
+    """A priority cycle: every class at its worst queue (``allocate``'s fallback):
+    level by level, max-min over ports in what the levels above left. A class with a
+    port left with no capacity (``tol``) gets 0 without taking part, as in the active
+    set (the allocator gives it the tiny level at which that port saturates)."""
+    residual = net.cap[::q].copy()
+    tol = net.tol[0]
+    mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
     n_pos = 0
     for b in range(q):
-        lo, n = start[b], start[b + 1] - start[b]
+        n = 0
+        for j in range(net.worst_start[b], net.worst_start[b + 1]):
+            k = net.worst[j]
+            pu, pd = c.up[k] // q, c.down[k] // q
+            if c.mult[k] > 0 and residual[pu] > tol and residual[pd] > tol:
+                mu[n], md[n], mm[n], members[n] = pu, pd, c.mult[k], k
+                n += 1
         if n == 0:
             continue
-        for i in range(n):
-            k = members[lo + i]
-            mu[i], md[i], mm[i] = c.up[k] // q, c.down[k] // q, c.mult[k]
         links_of(mu, md, mm, n, len(residual), net)
         net.m_used[: len(residual)] = 0.0
         maxmin(mu, md, mm, n, residual, net)
         for p in range(len(residual)):
             residual[p] = max(residual[p] - net.m_used[p], 0.0)
         for i in range(n):
-            k = members[lo + i]
+            k = members[i]
             c.rate[k] = net.m_rate[i]
             if c.rate[k] > 0.0:
                 c.pos[n_pos] = k

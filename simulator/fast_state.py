@@ -17,7 +17,13 @@ import numpy as np
 from numba import njit
 
 from grouper.simulator.allocator_kernel import _group
-from grouper.simulator.fast_fill import Classes, Net, allocate_classes, member_lost
+from grouper.simulator.fast_fill import (
+    Classes,
+    Net,
+    allocate_classes,
+    by_worst_queue,
+    member_lost,
+)
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
@@ -113,6 +119,7 @@ def _net(
             vcls[cur[v]] = k
             cur[v] += 1
     vcap = np.repeat(cap, q)
+    worst, worst_start = by_worst_queue(up, down, q)
     z = np.zeros(nv)
     return Net(
         vcap, vstart, vcls, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
@@ -123,7 +130,7 @@ def _net(
         np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.arange(nv),
         np.zeros(nv, np.int64), np.zeros(nv, np.bool_), np.zeros(nv, np.bool_),
         np.zeros(nc, np.int64), np.zeros(nv, np.int64), np.zeros(3, np.int64), z.copy(),
-        np.full(1, tol),
+        np.full(1, tol), worst, worst_start,
     )  # fmt: skip
 
 
