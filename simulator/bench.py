@@ -80,7 +80,7 @@ def _peak_mb() -> float:
 def _in_child(args: tuple) -> dict:
     """``run_one`` in a fresh interpreter (not multiprocessing's spawn, which re-runs the
     caller's ``__main__``): arguments in on stdin, the result out on stdout, as JSON."""
-    code = "import json,sys; from simulator.bench import run_one; " + (
+    code = "import json,sys; from grouper.simulator.bench import run_one; " + (
         "print(json.dumps(run_one(*json.load(sys.stdin))))"
     )
     proc = subprocess.run(

@@ -10,8 +10,8 @@ import sys
 from tests.netns import nft_json
 
 PROBE = (
-    "from agent.kernel.features import cgroup_match\n"
-    "from agent.kernel.nft import Nft\n"
+    "from grouper.agent.kernel.features import cgroup_match\n"
+    "from grouper.agent.kernel.nft import Nft\n"
     "print(repr(cgroup_match(Nft())))\n"
 )
 

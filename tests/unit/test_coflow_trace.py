@@ -120,6 +120,8 @@ def test_link_gbps_sets_the_port_rate_and_only_for_traces(tmp_path: Path) -> Non
 
 
 def test_bench_simulator_reports_every_policy(tmp_path: Path) -> None:
+    """Run from another directory than the checkout, as a user would: each run's child
+    interpreter imports the installed package, not the checkout's folders."""
     import json
 
     path = tmp_path / "t.txt"
@@ -127,7 +129,7 @@ def test_bench_simulator_reports_every_policy(tmp_path: Path) -> None:
     got = subprocess.run(
         [sys.executable, "-m", "grouper.cli", "bench", "simulator", "--trace", str(path),
          "--policies", "fs,grouper", "--fractions", "0.5,1", "--json", "-"],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
     out = json.loads(got.stdout)
     assert set(out["policies"]) == {"fs", "grouper"}
