@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from grouper.coordinator.plan_msg import plan_request
-from grouper.coordinator.planner import HostPlan
+from grouper.coordinator.planner import HostPlan, PlanPatch
 from grouper.v1 import agent_pb2 as pb
 
 
@@ -64,16 +64,21 @@ class PlanTrack:
             return True
         return now - self.last_push > keepalive
 
-    def message(self, host: str, plan: HostPlan, now: float, quiet: bool) -> pb.SessionRequest:
+    def message(
+        self, host: str, plan: HostPlan, now: float, quiet: bool, patch: PlanPatch | None = None
+    ) -> pb.SessionRequest:
         """The next plan message (whole, or a delta on the plan sent last), recorded as
-        sent."""
+        sent. ``patch``: where ``plan`` came from; when that is the plan sent last, the
+        delta is the keys the patch set."""
         version = self.next_version()
         whole = self.whole_next or self.sent is None
         if not quiet and not self.confirmed:
             whole = True  # waiting for results: a delta goes on a confirmed base only
+        changed = patch[1] if patch is not None and patch[0] is self.sent else None
         msg = plan_request(
-            host, version, plan, None if whole else self.sent, 0 if whole else self.pushed_version
-        )
+            host, version, plan, None if whole else self.sent, 0 if whole else self.pushed_version,
+            changed,
+        )  # fmt: skip
         msg.plan.ack_by_update = quiet
         self.pushed_version, self.sent, self.sent_at, self.last_push = version, plan, now, now
         if whole:

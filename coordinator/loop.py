@@ -260,7 +260,7 @@ class Coordinator:
         keepalive, repair = self.cfg.failure.plan_ttl / 3, self._repair_after
         todo = [(link, planned.plans.get(link.host.name, {})) for link in links if link.up]
         todo = [(lk, p) for lk, p in todo if lk.track.needs_push(p, now, keepalive, repair)]
-        pushed = await self.pusher.push_all(todo)
+        pushed = await self.pusher.push_all(todo, planned.patched)
         t3 = time.perf_counter()
         collect = t2 - t1 - planned.order_s - planned.map_s
         stats = CycleStats(trigger, ingest, collect, planned.order_s, planned.map_s, t3 - t2,

@@ -23,15 +23,25 @@ def _inbound_fields(key: str) -> tuple[str, int, bool] | None:
 
 
 def plan_request(
-    host: str, version: int, plan: HostPlan, base: HostPlan | None = None, base_version: int = 0
+    host: str,
+    version: int,
+    plan: HostPlan,
+    base: HostPlan | None = None,
+    base_version: int = 0,
+    changed: list[str] | None = None,
 ) -> pb.SessionRequest:
     """The message carrying ``plan``: whole, or (``base`` given) what differs from
-    ``base``, the plan the agent acknowledged as ``base_version``."""
+    ``base``, the plan the agent acknowledged as ``base_version``. ``changed``: the
+    keys set in ``plan`` since it was copied from ``base`` (``planner.PlanPatch``), so the
+    delta is those entries and the two plans need not be compared."""
     msg = pb.SessionRequest()
     p = msg.plan
     p.version, p.host = version, host
     if base is None:
         items, gone = sorted(plan.items()), []
+    elif changed is not None:
+        p.base_version = base_version
+        items, gone = sorted((f, plan[f]) for f in set(changed)), []
     else:
         p.base_version = base_version
         get = base.get  # faster than set algebra on the views (16 against 30 us at 114)

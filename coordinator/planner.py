@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from grouper.pda.snapshot import FlowTables, build_snapshot
 # flow id -> (band, dscp) of the flows a host sends, and inbound_key -> the control
 # (band, dscp) for the port-matched flows it receives (its ACKs and handshakes on them)
 HostPlan = dict[str, tuple[int, int]]
+# a patched host plan's origin: the plan it was copied from, and the keys set since
+# (nothing is removed by a patch), so its delta need not compare the two plans
+PlanPatch = tuple[HostPlan, list[str]]
 
 
 @dataclass
@@ -35,6 +38,7 @@ class Planned:
     snapshot_s: float = 0.0
     order_s: float = 0.0
     map_s: float = 0.0
+    patched: dict[str, PlanPatch] = field(default_factory=dict)  # hosts whose plan was patched
 
 
 def plan_hosts(
@@ -53,13 +57,14 @@ def plan_hosts(
     pr = planner.plan(snap, now)
     t2 = time.perf_counter()
     band, dscp = pr.band, pr.dscp
+    patched: dict[str, PlanPatch] = {}
     if last is not None and last.rows is model.flow_ids and last.hosts is model.hosts:
-        plans = _patch(model, snap.flow_src, snap.flow_dst, band, dscp, last)
+        plans = _patch(model, snap.flow_src, snap.flow_dst, band, dscp, last, patched)
     else:
         plans = _assemble(model, snap.flow_src, snap.flow_dst, band, dscp, planner.queues)
     host_s = time.perf_counter() - t2
     return Planned(plans, pr.order, len(snap.stage_ids), model.flow_ids, model.hosts, band, dscp,
-                   t1 - t0, pr.order_seconds, pr.map_seconds + host_s)  # fmt: skip
+                   t1 - t0, pr.order_seconds, pr.map_seconds + host_s, patched)  # fmt: skip
 
 
 def _assemble(model: Model, src: np.ndarray, dst_host: np.ndarray, band: np.ndarray,
@@ -83,10 +88,12 @@ def _assemble(model: Model, src: np.ndarray, dst_host: np.ndarray, band: np.ndar
 
 
 def _patch(model: Model, src: np.ndarray, dst_host: np.ndarray, band: np.ndarray,
-           dscp: np.ndarray, last: Planned) -> dict[str, HostPlan]:  # fmt: skip
+           dscp: np.ndarray, last: Planned,
+           patched: dict[str, PlanPatch]) -> dict[str, HostPlan]:  # fmt: skip
     """``last``'s plans with the rows whose (band, DSCP) changed since: a host with such
-    rows gets a patched copy (the old plan may be what its agent acknowledged), the
-    others keep their plan. Inbound entries depend on the rows only: unchanged."""
+    rows gets a patched copy (the old plan may be what its agent acknowledged), recorded
+    in ``patched`` with the keys set; the others keep their plan. Inbound entries depend
+    on the rows only: unchanged."""
     moved = (band != last.band) | (dscp != last.dscp)
     rows = np.flatnonzero(moved & (src != dst_host))
     plans = dict(last.plans)
@@ -94,11 +101,11 @@ def _patch(model: Model, src: np.ndarray, dst_host: np.ndarray, band: np.ndarray
     ids = model.flow_ids
     for host, picked in _groups(src[rows], rows, len(host_names)):
         name = host_names[host]
+        keys = [ids[r] for r in picked]
         plan = dict(plans[name])
-        plan.update(
-            (ids[r], (b, d))
-            for r, b, d in zip(picked, band[picked].tolist(), dscp[picked].tolist(), strict=True)
-        )
+        bd = zip(band[picked].tolist(), dscp[picked].tolist(), strict=True)
+        plan.update(zip(keys, bd, strict=True))
+        patched[name] = (plans[name], keys)
         plans[name] = plan
     return plans
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from grouper.coordinator.links import AgentLink, LinkError
 from grouper.coordinator.metrics import CoordinatorMetrics
-from grouper.coordinator.planner import HostPlan
+from grouper.coordinator.planner import HostPlan, PlanPatch
 from grouper.coordinator.trace import CycleTrace
 from grouper.v1 import agent_pb2 as pb
 
@@ -45,19 +45,25 @@ class Pusher:
         """Results are waited for: always when tracing (they carry the agent's stamps)."""
         return not self.quiet or self.trace is not None
 
-    async def push_all(self, todo: list[tuple[AgentLink, HostPlan]]) -> int:
-        """Push each link its plan; how many went (quiet) or were applied."""
+    async def push_all(
+        self, todo: list[tuple[AgentLink, HostPlan]], patches: dict[str, PlanPatch] | None = None
+    ) -> int:
+        """Push each link its plan; how many went (quiet) or were applied. ``patches``:
+        the hosts' plans patched from their last (``planner.Planned.patched``)."""
+        get = (patches or {}).get
         if not self.waits:  # written, not waited for: WRITES_IN_FLIGHT at a time
             sent = 0
             for i in range(0, len(todo), WRITES_IN_FLIGHT):
                 chunk = todo[i : i + WRITES_IN_FLIGHT]
-                sent += sum(await asyncio.gather(*(self.post(lk, p) for lk, p in chunk)))
+                sent += sum(
+                    await asyncio.gather(*(self.post(lk, p, get(lk.host.name)) for lk, p in chunk))
+                )
             return sent
-        return sum(await asyncio.gather(*(self.push(link, p) for link, p in todo)))
+        return sum(await asyncio.gather(*(self.push(lk, p, get(lk.host.name)) for lk, p in todo)))
 
-    async def post(self, link: AgentLink, plan: HostPlan) -> bool:
+    async def post(self, link: AgentLink, plan: HostPlan, patch: PlanPatch | None = None) -> bool:
         whole = link.track.whole_next or link.track.sent is None
-        msg = link.track.message(link.host.name, plan, time.monotonic(), quiet=True)
+        msg = link.track.message(link.host.name, plan, time.monotonic(), True, patch)
         try:
             await link.post(msg)
         except LinkError as exc:
@@ -84,8 +90,10 @@ class Pusher:
             self.repairs.add(task)
             task.add_done_callback(self.repairs.discard)
 
-    async def _send(self, link: AgentLink, plan: HostPlan) -> pb.ApplyResult | None:
-        msg = link.track.message(link.host.name, plan, time.monotonic(), quiet=False)
+    async def _send(
+        self, link: AgentLink, plan: HostPlan, patch: PlanPatch | None = None
+    ) -> pb.ApplyResult | None:
+        msg = link.track.message(link.host.name, plan, time.monotonic(), False, patch)
         sent = time.time()
         try:
             res = await link.apply(msg, self.rpc_timeout)
@@ -96,11 +104,11 @@ class Pusher:
             self.trace.push(link.host.name, msg.plan.version, sent, res)
         return res
 
-    async def push(self, link: AgentLink, plan: HostPlan) -> bool:
+    async def push(self, link: AgentLink, plan: HostPlan, patch: PlanPatch | None = None) -> bool:
         """Send ``plan`` and wait for its result (a delta on the plan the agent
         confirmed, else whole; a delta refused with need_full goes again whole)."""
         whole = not link.track.confirmed or link.track.whole_next
-        res = await self._send(link, plan)
+        res = await self._send(link, plan, patch)
         verdict = "ok" if res is None else link.track.on_result(res)
         if res is not None and verdict == "whole":
             log.info("agent %s: %s; sending plan %d whole", link.host.name, res.error,

@@ -334,6 +334,9 @@ def test_plans_patched_from_the_last_cycle_equal_plans_made_afresh(steps):
         inc = plan_hosts(model, inc_planner, float(i), last=last)
         ref = plan_hosts(model, ref_planner, float(i))
         assert inc.plans == ref.plans and inc.order == ref.order
+        for h, (base, keys) in inc.patched.items():  # what a delta is built from
+            assert base is last.plans[h] and inc.plans[h].keys() == base.keys()
+            assert {k for k, v in inc.plans[h].items() if base[k] != v} <= set(keys)
         if last is not None:
             assert {h: dict(p) for h, p in last.plans.items()} == before, "old plans untouched"
         last = inc
@@ -359,6 +362,7 @@ def test_a_progress_only_cycle_patches_the_hosts_whose_bands_moved_and_keeps_the
     assert second.plans["h1"]["B/j/h2:2"][0] < second.plans["h1"]["A/j/h2:1"][0]
     assert second.plans["h1"] is not first.plans["h1"]
     assert second.plans["h3"] is first.plans["h3"]
+    assert set(second.patched) == {"h1"} and second.patched["h1"][0] is first.plans["h1"]
     assert second.plans == plan_hosts(model, Planner("grouper", QueueConfig(), 0.0), 1.0).plans
 
 

@@ -12,6 +12,7 @@ from grouper.agent.plan import patch_plan
 from grouper.agent.service import plan_dict
 from grouper.common.errors import ConfigError
 from grouper.common.flows import inbound_key, parse_inbound_key
+from grouper.coordinator.delivery import PlanTrack
 from grouper.coordinator.plan_msg import plan_request
 
 
@@ -95,4 +96,38 @@ def test_any_delta_rebuilds_exactly_the_new_plan(base, new):
     base = {k: (CTL if parse_inbound_key(k) else v) for k, v in base.items()}
     got = _roundtrip(base, new)
     assert got["version"] == 2 and got["host"] == "a"
+    assert _as_sets(got) == _as_sets(plan_dict(plan_request("a", 2, new).plan))
+
+
+_bands = st.tuples(st.integers(0, 7), st.sampled_from([0, 8, 56]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=_entries, sets=st.dictionaries(_flow_ids, _bands))
+def test_a_patched_plan_goes_as_the_keys_the_patch_set(base, sets):
+    """The planner's patch (``planner.PlanPatch``: the plan copied and the keys set) is
+    the delta: the same entries as comparing the two plans, and it rebuilds the plan."""
+    base = {k: (CTL if parse_inbound_key(k) else v) for k, v in base.items()}
+    new = {**base, **sets}
+    track = PlanTrack()
+    track.message("a", base, 0.0, quiet=True)  # sent whole: the base of the next
+    msg = track.message("a", new, 1.0, quiet=True, patch=(base, list(sets)))
+    held = plan_dict(plan_request("a", 1, base).plan)
+    got = patch_plan(held, 1, plan_dict(msg.plan))
+    assert _as_sets(got) == _as_sets(plan_dict(plan_request("a", 2, new).plan))
+    changed = {k for k, v in sets.items() if base.get(k) != v}
+    assert {f.flow_id for f in msg.plan.flows} == set(sets)  # what was set, changed or not
+    assert changed <= set(sets)
+
+
+def test_a_patch_of_another_plan_than_the_one_sent_is_not_taken_as_the_delta():
+    """A plan patched from one the agent was never sent (a plan since replaced) goes as
+    its difference from the plan sent last."""
+    other = {"c/j/b:5201": (4, 8)}
+    track = PlanTrack()
+    track.message("a", BASE, 0.0, quiet=True)
+    new = {**other, "c/j/c:5202": (5, 0)}
+    msg = track.message("a", new, 1.0, quiet=True, patch=(other, ["c/j/c:5202"]))
+    held = plan_dict(plan_request("a", 1, BASE).plan)
+    got = patch_plan(held, 1, plan_dict(msg.plan))
     assert _as_sets(got) == _as_sets(plan_dict(plan_request("a", 2, new).plan))
