@@ -40,6 +40,9 @@ class SchedulingConfig:
     period: float = 1.0
     event_driven: bool = True
     min_gap: float = 0.1
+    # a fresh order keeps the last one's relative order of known stages when its
+    # weighted completion bound is within this share of PDA's new order (0: never)
+    keep_order_within: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,8 @@ def _host(item: Any, path: str) -> HostConfig:
 
 
 def _scheduling(raw: Any) -> SchedulingConfig:
-    m = v.mapping(raw, "scheduling", ("policy", "period", "event_driven", "min_gap"))
+    keys = ("policy", "period", "event_driven", "min_gap", "keep_order_within")
+    m = v.mapping(raw, "scheduling", keys)
     policy = v.choice(m.get("policy", "grouper"), "scheduling.policy", POLICIES)
     period = v.number(
         m.get("period", 1.0),
@@ -271,7 +275,13 @@ def _scheduling(raw: Any) -> SchedulingConfig:
         raise ConfigError(
             "scheduling.min_gap", f"{gap:g} s is longer than scheduling.period ({period:g} s)"
         )
-    return SchedulingConfig(policy, period, event, gap)
+    keep = v.number(
+        m.get("keep_order_within", SchedulingConfig.keep_order_within),
+        "scheduling.keep_order_within",
+        minimum=0,
+        maximum=1,
+    )
+    return SchedulingConfig(policy, period, event, gap, keep)
 
 
 def _against_period(failure: FailureConfig, period: float) -> None:

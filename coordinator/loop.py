@@ -103,7 +103,7 @@ class Coordinator:
     @staticmethod
     def _planner(cfg: ClusterConfig) -> Planner:
         s = cfg.scheduling
-        return Planner(s.policy, cfg.queues, s.period)
+        return Planner(s.policy, cfg.queues, s.period, keep_within=s.keep_order_within)
 
     # -- config ----------------------------------------------------------------------
     def reload(self, cfg: ClusterConfig) -> None:

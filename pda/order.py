@@ -129,11 +129,30 @@ def warm_up() -> None:
     primal_dual_order(sparse.csr_matrix(np.ones((2, 1))), np.ones(2))
 
 
+def completion_cost(loads: sparse.spmatrix, weights: np.ndarray, order: np.ndarray) -> float:
+    """``sum_s w_s C_s`` of an order: ``C_s`` is the most any port ``s`` loads carries
+    up to and including ``s`` (the order's stages before it first), the weighted
+    completion-time bound PDA approximates; rows not in ``order`` count nothing."""
+    from grouper.pda.order_kernel import completion_cost as kernel
+
+    csr = sparse.csr_matrix(loads, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    return float(
+        kernel(csr.indptr.astype(np.int64), csr.indices.astype(np.int64), csr.data,
+               np.asarray(order, dtype=np.int64), w, csr.shape[1])
+    )  # fmt: skip
+
+
+def pda_weights(snapshot: Snapshot) -> np.ndarray:
+    """PDA's weight of each stage of a snapshot: Algorithm 1's times the stage's own."""
+    return stage_weights(snapshot.stage_number) * snapshot.stage_weight
+
+
 def pda_order(snapshot: Snapshot, *, trace: bool = False) -> OrderResult:
     """PDA over the unfinished stages of a snapshot."""
     return primal_dual_order(
         snapshot.stage_loads,
-        stage_weights(snapshot.stage_number) * snapshot.stage_weight,
+        pda_weights(snapshot),
         snapshot.stage_prev,
         snapshot.stage_cojob.astype(float),
         trace=trace,

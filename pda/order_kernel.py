@@ -191,3 +191,24 @@ def _step(
     s = chosen if ties > 1 else best
     w[s] = 0.0
     return s, rho
+
+
+@njit(cache=True)
+def completion_cost(
+    r_ptr: np.ndarray, r_idx: np.ndarray, r_val: np.ndarray, order: np.ndarray,
+    w: np.ndarray, nports: int,
+) -> float:  # fmt: skip
+    """``sum w[s] * C[s]`` over the rows in ``order``, ``C[s]`` the most that any port
+    ``s`` loads carries up to and including ``s`` (the rows before it in ``order``
+    first): the objective PDA approximates, in one pass over the nonzeros."""
+    cum = np.zeros(nports)
+    cost = 0.0
+    for s in order:
+        c = 0.0
+        for k in range(r_ptr[s], r_ptr[s + 1]):
+            p = r_idx[k]
+            cum[p] += r_val[k]
+            if cum[p] > c:
+                c = cum[p]
+        cost += w[s] * c
+    return cost

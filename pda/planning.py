@@ -20,8 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from grouper.common.queues import QueueConfig
-from grouper.pda.policies import flow_priorities, schedule
+from grouper.pda.order import completion_cost, pda_weights
+from grouper.pda.policies import Schedule, flow_priorities, schedule
 from grouper.pda.snapshot import Snapshot
+
+STEADY_POLICIES = ("grouper", "grouper-offline")  # the orders ``keep_within`` may keep
 
 
 @dataclass
@@ -40,12 +43,17 @@ class FlowPlan:
 
 class Planner:
     def __init__(
-        self, policy: str, queues: QueueConfig, period: float, *, unlimited: bool = False
-    ) -> None:
+        self, policy: str, queues: QueueConfig, period: float, *, unlimited: bool = False,
+        keep_within: float = 0.0,
+    ) -> None:  # fmt: skip
         self.policy = policy
         self.queues = queues
         self.period = period
         self.unlimited = unlimited
+        # a fresh order keeps the known stages' last relative order when that costs at
+        # most this share more than PDA's new order (0: always PDA's; see ``_steady``)
+        self.keep_within = keep_within
+        self.kept = 0  # fresh orders that kept the last one
         self.order: list[str] | None = None
         self.last_fresh = -math.inf
 
@@ -58,6 +66,8 @@ class Planner:
         fresh = self.order is None or self.period <= 0 or now >= self.next_fresh - 1e-9
         t0 = time.perf_counter()
         sched = schedule(snap, self.policy, None if fresh else self.order)
+        if fresh and self.order is not None and self.keep_within > 0:
+            self._steady(snap, sched, self.order)
         t1 = time.perf_counter()
         fp = flow_priorities(snap, sched, self.queues, unlimited=self.unlimited)
         t2 = time.perf_counter()
@@ -66,3 +76,31 @@ class Planner:
             self.order, self.last_fresh = order, now
         recv = fp.recv_band if fp.recv_band is not None else fp.band
         return FlowPlan(order, fresh, fp.band, recv, fp.dscp, t1 - t0, t2 - t1)
+
+    def _steady(self, snap: Snapshot, sched: Schedule, last: list[str]) -> None:
+        """The known stages in their last relative order, in the slots PDA's new order
+        gives known stages (new cojobs' stages stay where PDA puts them), when that
+        order's weighted completion bound is within ``keep_within`` of the new one's:
+        a few stages progressing then leave the bands where they are (issue #31)."""
+        if self.policy not in STEADY_POLICIES or len(sched.order) == 0:
+            return
+        kept = keep_known(sched, last)
+        w = pda_weights(snap)
+        old = completion_cost(sched.loads, w, kept)
+        if old <= (1.0 + self.keep_within) * completion_cost(sched.loads, w, sched.order):
+            sched.order = kept
+            self.kept += 1
+
+
+def keep_known(sched: Schedule, last: list[str]) -> np.ndarray:
+    """``sched``'s order with the units of ``last`` put back in their relative order
+    there, in the positions the order gives them; the other units keep theirs."""
+    rank = {u: i for i, u in enumerate(last)}
+    ids = sched.unit_ids
+    order = np.asarray(sched.order, dtype=np.int64)
+    known = np.fromiter((ids[r] in rank for r in order.tolist()), bool, len(order))
+    rows = order[known]
+    was = np.fromiter((rank[ids[r]] for r in rows.tolist()), np.int64, len(rows))
+    out = order.copy()
+    out[known] = rows[np.argsort(was, kind="stable")]
+    return out

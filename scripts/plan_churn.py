@@ -65,6 +65,12 @@ def main() -> int:
     ap.add_argument("--stages-per-agent", type=int, default=10)
     ap.add_argument("--changed", type=float, default=0.05)
     ap.add_argument("--periods", type=int, default=3)
+    ap.add_argument(
+        "--keep-within",
+        type=float,
+        default=0.0,
+        help="the planner's keep_within (scheduling.keep_order_within)",
+    )
     args = ap.parse_args()
     states = fleet_states(args.agents, args.agents * args.stages_per_agent, 1)
     hosts = tuple(sorted(states))
@@ -75,7 +81,8 @@ def main() -> int:
         up = pb.StateUpdate(host=h, epoch=7, seq=1, full=True, jobs=list(states[h].values()))
         held[h].apply(up, set(hosts))
         merger.set_host(h, *held[h].take_dirty())
-    planner, tables, now = Planner("grouper", QueueConfig(), 1.0), FlowTables(), 100.0
+    planner = Planner("grouper", QueueConfig(), 1.0, keep_within=args.keep_within)
+    tables, now = FlowTables(), 100.0
     last = plan_hosts(merger.model(), planner, now, tables)
     holders: dict = {}
     for h, jobs in states.items():
@@ -108,6 +115,7 @@ def main() -> int:
               f"{whole} of {len(ports)} ports, in its first 6 at {diff[6]}, first 7 at "
               f"{diff[7]} (median {int(np.median(sizes))} stages active per port)")  # fmt: skip
         last = new
+    print(f"fresh orders that kept the last one: {planner.kept} of {args.periods}")
     return 0
 
 

@@ -49,6 +49,7 @@ class Engine:
         ps_overlap: bool = False,
         ring_steps: bool = False,
         local_on_ports: bool = False,
+        keep_within: float = 0.0,
     ) -> None:
         self.topo = topo
         self.policy = policy
@@ -66,7 +67,9 @@ class Engine:
         self.local_on_ports = local_on_ports
         self.released: list[int] = []  # cojobs whose trigger fired, waiting to start
         self.t = 0.0
-        self.planner = Planner(policy, self.queues, period, unlimited=unlimited)
+        self.planner = Planner(
+            policy, self.queues, period, unlimited=unlimited, keep_within=keep_within
+        )
         # (time, cojobs as planned, FlowPlan) of every plan when a list is given: what a
         # test feeds the coordinator's planner to compare
         self.trace: list | None = None

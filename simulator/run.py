@@ -62,6 +62,7 @@ def engine_for(
     period: float,
     queues: QueueConfig,
     contention: float = 0.0,
+    keep_within: float = 0.0,
 ) -> Engine | FastEngine | FlowFastEngine:
     """The policy's engine: the fast path for coflow-shaped workloads (same results,
     ``tests/unit/test_fast_simulator.py``; flow by flow with the contention penalty on),
@@ -72,7 +73,8 @@ def engine_for(
         base, queues = "grouper", replace(queues, admission=None)
     elif policy == "grouper-infinite":
         base, unlimited = "grouper", True
-    if coflow_shaped(wl.cojobs, topo, period, wl.release_after, wl.ring_mode == "steps"):
+    shaped = coflow_shaped(wl.cojobs, topo, period, wl.release_after, wl.ring_mode == "steps")
+    if shaped and keep_within == 0:  # the fast path orders afresh, as the planner at 0
         local = wl.local_traffic == "ports"
         if contention > 0:
             return FlowFastEngine(
@@ -94,6 +96,7 @@ def engine_for(
         ps_overlap=wl.ps_mode == "overlap",
         ring_steps=wl.ring_mode == "steps",
         local_on_ports=wl.local_traffic == "ports",
+        keep_within=keep_within,
     )
 
 
@@ -145,13 +148,15 @@ def run_policies(
     progress: bool = True,
     calibrated: bool = False,
     limits: RunLimits | None = None,
+    keep_within: float = 0.0,
 ) -> dict[str, PolicyRun]:
     """Run every policy on ``wl``. Links follow the workload's contention model
     (``model.contention``: Eq. 5 with the admission parameters b and eta, or ideal
     sharing); ``contention=False`` forces ideal sharing. Queues come from ``queues``,
     else the workload's ``scheduling`` section, else the defaults. Links move payload
     at ``model.goodput`` of their rate or, ``calibrated`` (the admission constants were
-    measured on this network), at the goodput those constants imply."""
+    measured on this network), at the goodput those constants imply. ``keep_within`` is
+    the planner's (``scheduling.keep_order_within`` of a cluster)."""
     for p in policies:
         if p not in SIM_POLICIES:
             raise ConfigError(
@@ -172,7 +177,7 @@ def run_policies(
     for p in bar:
         bar.set_postfix_str(p)
         t0 = time.perf_counter()
-        r = engine_for(wl, p, topo, period, queues, penalty).run(
+        r = engine_for(wl, p, topo, period, queues, penalty, keep_within).run(
             max_time=limits.max_time, deadline=limits.deadline
         )
         out[p] = PolicyRun(r, summarize(r, alone), time.perf_counter() - t0)

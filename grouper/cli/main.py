@@ -162,6 +162,14 @@ def _add_simulate(add: T.Add) -> None:
     sim.add_argument("--values", help="sweep: comma-separated values to use instead")
     sim.add_argument("--period", type=T.PERIOD, help="scheduling period (0 = every event)")
     sim.add_argument(
+        "--keep-order-within",
+        dest="keep_order_within",
+        type=T.real(0, 1),
+        default=0.0,
+        help="keep the last order of known stages when within this share of PDA's new one "
+        "(a cluster's scheduling.keep_order_within; default 0: always PDA's)",
+    )
+    sim.add_argument(
         "--max-sim-time",
         dest="max_sim_time",
         type=T.real(0, L.MAX_SIM_TIME, lo_open=True),

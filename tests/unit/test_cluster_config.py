@@ -78,6 +78,8 @@ def mutate(path, value):
         (["hosts", 0, "link_mbps"], 10**400, r"^hosts\[0\]\.link_mbps: too large"),
         (["scheduling", "min_gap"], 2.0, r"^scheduling\.min_gap: 2 s is longer than"),
         (["scheduling", "period"], 1e-6, r"^scheduling\.period: must be at least 0\.01"),
+        (["scheduling", "keep_order_within"], 2, r"^scheduling\.keep_order_within: .*at most 1"),
+        (["scheduling", "keep_order_within"], -0.1, r"^scheduling\.keep_order_within: .*at least"),
         (["failure", "plan_ttl"], 0.5, r"^failure\.plan_ttl: 0\.5 s is not longer than"),
         (["queues", "reserved"], [0, 3], r"^queues\.reserved: \[0, 3\] must be the top bands"),
         (["queues", "reserved"], [0, 0], r"^queues\.reserved: .* each once"),

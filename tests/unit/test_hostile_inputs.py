@@ -212,6 +212,7 @@ CONFIG_FIELDS = {
     ("hosts", 1, "name"): st.sampled_from(["gpu01", "gpu 02", "g\u00b9", "10.0.1.11"]),
     ("scheduling", "period"): NUMBERS,
     ("scheduling", "min_gap"): NUMBERS,
+    ("scheduling", "keep_order_within"): NUMBERS,
     ("failure", "plan_ttl"): NUMBERS,
     ("failure", "agent_timeout"): NUMBERS,
     ("queues", "reserved"): st.lists(st.integers(-1, 9), max_size=3),

@@ -34,18 +34,19 @@ def coordinator_model(hosts: tuple[str, ...], cojobs: list) -> Model:
     )
 
 
-@pytest.mark.parametrize("period", [0.0, 0.7])
-def test_coordinator_and_simulator_make_the_same_plans_from_the_same_events(period):
+@pytest.mark.parametrize(("period", "keep"), [(0.0, 0.0), (0.7, 0.0), (0.0, 0.05)])
+def test_coordinator_and_simulator_make_the_same_plans_from_the_same_events(period, keep):
     """The simulator records every plan it makes (time, cojobs as it saw them, plan);
     the coordinator's planner gets the same sequence at the same times and must order
     afresh at the same moments and give every flow the same band and DSCP."""
     wl = make_testbed(rounds=1, scale=0.005)
     topo = topology_of(wl)
-    eng = engine_for(wl, "grouper", topo, period, QueueConfig())
+    eng = engine_for(wl, "grouper", topo, period, QueueConfig(), keep_within=keep)
     eng.trace = []
     eng.run()
     assert len(eng.trace) > 10
-    coordinator = Planner("grouper", QueueConfig(), period)
+    assert (eng.planner.kept > 0) == (keep > 0)
+    coordinator = Planner("grouper", QueueConfig(), period, keep_within=keep)
     remaps = 0
     for t, cojobs, sim in eng.trace:
         model = coordinator_model(topo.hosts, cojobs)
@@ -60,3 +61,4 @@ def test_coordinator_and_simulator_make_the_same_plans_from_the_same_events(peri
         want = {model.flow_ids[i]: (int(sim.band[i]), int(sim.dscp[i])) for i in remote}
         assert got == want, t
     assert (remaps > 0) == (period > 0), "with a period, events between boundaries re-map"
+    assert coordinator.kept == eng.planner.kept  # the same orders kept
