@@ -47,14 +47,14 @@ class Period:
     changed_hosts: int  # hosts whose plan differs from the last cycle's
 
 
-def _config(hosts: list[str], port: int, period: float) -> Any:
+def _config(hosts: list[str], port: int, period: float, keep: float = 0.0) -> Any:
     """The cluster: every agent is the fleet's server, told apart by the header (a
     config names one endpoint per host: they are set after parsing)."""
     cfg = parse_cluster_config(
         cluster_doc(
             [(h, f"10.{i // 250}.{i % 250}.1", "eth0") for i, h in enumerate(hosts)],
             cluster="bench",
-            scheduling={"period": period},
+            scheduling={"period": period, "keep_order_within": keep},
             failure={"agent_timeout": 600, "plan_ttl": 3600},
         )
     )
@@ -85,9 +85,10 @@ async def _period(coord: Coordinator, conn: Any) -> Period:
 
 
 async def _run(agents: int, stages: int, runs: int, delivery: str, conn: Any, port: int,
-               hosts: list[str]) -> dict:  # fmt: skip
+               hosts: list[str], keep: float) -> dict:  # fmt: skip
     raise_nofile(agents)
-    coord = Coordinator(_config(hosts, port, 1.0), rpc_timeout=60.0, quiet=delivery == "update")
+    cfg = _config(hosts, port, 1.0, keep)
+    coord = Coordinator(cfg, rpc_timeout=60.0, quiet=delivery == "update")
     try:
         t0 = time.perf_counter()
         coord.start_sessions()
@@ -96,11 +97,13 @@ async def _run(agents: int, stages: int, runs: int, delivery: str, conn: Any, po
         first = await coord.cycle("first")  # plans for every agent
         periods = [await _period(coord, conn) for _ in range(runs)]
         floor, acked = await _empty_push(coord)
+        kept = coord.planner.kept
     finally:
         await coord.close()
     result = _result(agents, synced, sync_s, first, periods)
     result["empty_push_seconds"], result["empty_push_acknowledged"] = floor, acked
     result["delivery"] = delivery
+    result["keep_order_within"], result["orders_kept"] = keep, kept
     return result
 
 
@@ -158,7 +161,8 @@ def _result(agents: int, synced: int, sync_s: float, first: CycleStats,
 
 
 def bench_coordinator(agents: int, stages: int, seed: int, runs: int, changed: float,
-                      json_path: str | None, delivery: str = "update") -> int:  # fmt: skip
+                      json_path: str | None, delivery: str = "update",
+                      keep: float = 0.0) -> int:  # fmt: skip
     if agents < 2:
         raise ConfigError("--agents", f"must be at least 2, got {agents}")
     if not 0.0 <= changed <= 1.0:
@@ -171,7 +175,7 @@ def bench_coordinator(agents: int, stages: int, seed: int, runs: int, changed: f
     fleet.start()
     try:
         port, hosts = here.recv()
-        result = asyncio.run(_run(agents, stages, max(runs, 3), delivery, here, port, hosts))
+        result = asyncio.run(_run(agents, stages, max(runs, 3), delivery, here, port, hosts, keep))
         here.send("stop")
     finally:
         fleet.join(timeout=30)

@@ -30,8 +30,9 @@ def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
     from grouper.coordinator.bench import bench_coordinator
 
     return bench_coordinator(
-        args.agents, args.stages, args.seed, args.runs, args.changed, args.json, args.delivery
-    )
+        args.agents, args.stages, args.seed, args.runs, args.changed, args.json, args.delivery,
+        args.keep_order_within,
+    )  # fmt: skip
 
 
 def _cmd_bench_reaction(args: argparse.Namespace) -> int:
@@ -97,6 +98,13 @@ def _add_planning_benches(add: T.Add) -> None:
         choices=("update", "result"),
         default="update",
         help="plans acknowledged by the agents' next update (default) or each by a result",
+    )
+    bc.add_argument(
+        "--keep-order-within",
+        dest="keep_order_within",
+        type=T.FRACTION,
+        default=0.0,
+        help="the cluster's scheduling.keep_order_within (default 0: PDA's order every period)",
     )
     br = add(
         "ratio",

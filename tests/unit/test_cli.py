@@ -78,6 +78,16 @@ def test_bench_coordinator_small_counts_what_it_measured():
     assert out["seconds"] == pytest.approx(sorted(out["runs"])[1])
     assert out["empty_push_acknowledged"] == 12 and out["empty_push_seconds"] > 0
     assert out["fleet_cpu_seconds_per_period"] > 0
+    assert out["keep_order_within"] == 0 and out["orders_kept"] == 0
+
+
+def test_bench_coordinator_keeps_orders_within_a_margin():
+    """Half the jobs gain an iteration per period: within 50% every fresh order is the
+    last one (no cojob comes or goes in the bench), so no host's plan changes."""
+    args = ["--agents", "12", "--stages", "30", "--changed", "0.5", "--json", "-"]
+    out = json.loads(run("bench", "coordinator", *args, "--keep-order-within", "0.5"))
+    assert out["keep_order_within"] == 0.5 and out["orders_kept"] >= 3
+    assert out["hosts_changed"] == 0
 
 
 def test_bench_pda_small():
@@ -94,6 +104,7 @@ def test_bench_pda_small():
         (["simulate", "--scale", "-1"], "argument --scale: must be a finite number in (0, 100]"),
         (["simulate", "--load", "inf"], "argument --load: must be a finite number in (0, 10]"),
         (["simulate", "--seed", "-3"], "argument --seed: must be between 0 and"),
+        (["simulate", "--keep-order-within", "2"], "argument --keep-order-within: must be a"),
         (["emulate", "--period", "0"], "argument --period: must be a finite number in [0.01, 60]"),
         (
             ["emulate", "--period", "1e-6"],
