@@ -55,6 +55,7 @@ class Planner:
         self.keep_within = keep_within
         self.kept = 0  # fresh orders that kept the last one
         self.order: list[str] | None = None
+        self.rows: tuple[list[str], np.ndarray] | None = None  # the last fresh order's ids, rows
         self.last_fresh = -math.inf
 
     @property
@@ -74,6 +75,7 @@ class Planner:
         order = sched.ordered_ids()
         if fresh:
             self.order, self.last_fresh = order, now
+            self.rows = (sched.unit_ids, sched.order)
         recv = fp.recv_band if fp.recv_band is not None else fp.band
         return FlowPlan(order, fresh, fp.band, recv, fp.dscp, t1 - t0, t2 - t1)
 
@@ -84,7 +86,10 @@ class Planner:
         a few stages progressing then leave the bands where they are (issue #31)."""
         if self.policy not in STEADY_POLICIES or len(sched.order) == 0:
             return
-        kept = keep_known(sched, last)
+        if self.rows is not None and self.rows[0] == sched.unit_ids:
+            kept = self.rows[1]  # the same units in the same rows: the last order is all known
+        else:
+            kept = keep_known(sched, last)
         w = pda_weights(snap)
         old = completion_cost(sched.loads, w, kept)
         if old <= (1.0 + self.keep_within) * completion_cost(sched.loads, w, sched.order):
