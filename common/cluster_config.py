@@ -41,8 +41,9 @@ class SchedulingConfig:
     event_driven: bool = True
     min_gap: float = 0.1
     # a fresh order keeps the last one's relative order of known stages when its
-    # weighted completion bound is within this share of PDA's new order (0: never)
-    keep_order_within: float = 0.0
+    # weighted completion bound is within this share of PDA's new order (0: never;
+    # docs/coordinator.md, "A steadier order", has the measurements behind 0.001)
+    keep_order_within: float = 0.001
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from grouper.common.cluster_config import parse_cluster_config
+from grouper.common.cluster_config import SchedulingConfig, parse_cluster_config
 from grouper.common.cluster_doc import cluster_doc
 from grouper.common.errors import ConfigError
 from grouper.common.output import write_json
@@ -162,13 +162,15 @@ def _result(agents: int, synced: int, sync_s: float, first: CycleStats,
 
 def bench_coordinator(agents: int, stages: int, seed: int, runs: int, changed: float,
                       json_path: str | None, delivery: str = "update",
-                      keep: float = 0.0) -> int:  # fmt: skip
+                      keep: float | None = None) -> int:  # fmt: skip
     if agents < 2:
         raise ConfigError("--agents", f"must be at least 2, got {agents}")
     if not 0.0 <= changed <= 1.0:
         raise ConfigError("--changed", f"must be within [0, 1], got {changed}")
     if delivery not in DELIVERY:
         raise ConfigError("--delivery", f"must be one of {', '.join(DELIVERY)}, got {delivery!r}")
+    if keep is None:  # as a cluster config that does not say
+        keep = SchedulingConfig.keep_order_within
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
     fleet = ctx.Process(target=fleet_main, args=(there, agents, stages, seed, changed))

@@ -103,8 +103,9 @@ def _add_planning_benches(add: T.Add) -> None:
         "--keep-order-within",
         dest="keep_order_within",
         type=T.FRACTION,
-        default=0.0,
-        help="the cluster's scheduling.keep_order_within (default 0: PDA's order every period)",
+        default=None,
+        help="the cluster's scheduling.keep_order_within (default: the config's default; "
+        "0: PDA's new order every period)",
     )
     br = add(
         "ratio",

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from grouper.common.cluster_config import SchedulingConfig
+
 
 def run(*args):
     proc = subprocess.run(
@@ -78,6 +80,12 @@ def test_bench_coordinator_small_counts_what_it_measured():
     assert out["seconds"] == pytest.approx(sorted(out["runs"])[1])
     assert out["empty_push_acknowledged"] == 12 and out["empty_push_seconds"] > 0
     assert out["fleet_cpu_seconds_per_period"] > 0
+    assert out["keep_order_within"] == SchedulingConfig.keep_order_within > 0
+
+
+def test_bench_coordinator_orders_afresh_every_period_at_0():
+    args = ["--agents", "12", "--stages", "30", "--changed", "0.5", "--json", "-"]
+    out = json.loads(run("bench", "coordinator", *args, "--keep-order-within", "0"))
     assert out["keep_order_within"] == 0 and out["orders_kept"] == 0
 
 
