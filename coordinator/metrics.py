@@ -17,6 +17,13 @@ class CoordinatorMetrics:
         self.cycles = Counter(
             "grouper_coordinator_cycles_total", "Scheduling cycles run", ["trigger"], registry=r
         )
+        self.fresh_orders = Counter(
+            "grouper_coordinator_fresh_orders_total",
+            "Fresh orders (one per scheduling period): PDA's new order, or the last one kept "
+            "within scheduling.keep_order_within",
+            ["order"],
+            registry=r,
+        )
         self.stages = Gauge("grouper_coordinator_stages", "Unfinished stages scheduled", registry=r)
         self.jobs_ended = Counter(
             "grouper_coordinator_jobs_ended_total",

@@ -37,6 +37,7 @@ def main() -> int:
     ap.add_argument("--changed", type=float, default=0.05)
     ap.add_argument("--delivery", default="update,result")
     ap.add_argument("--lock", default="", help="run each bench under flock on this file")
+    ap.add_argument("--keep-order-within", default="", help="the bench's flag (default: config's)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "figures" / "coordinator-growth"))
     args = ap.parse_args()
     rows = []
@@ -45,6 +46,8 @@ def main() -> int:
             cmd = [sys.executable, "-m", "grouper.cli", "bench", "coordinator", "--agents",
                    str(n), "--stages", str(n * args.stages_per_agent), "--changed",
                    str(args.changed), "--delivery", delivery, "--json", "-"]  # fmt: skip
+            if args.keep_order_within:
+                cmd += ["--keep-order-within", args.keep_order_within]
             if args.lock:
                 cmd = ["flock", args.lock, *cmd]
             out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout

@@ -117,3 +117,46 @@ def test_other_policies_are_never_kept():
     second = [_cojob("a", 0.0, 100.0, "h0", "h1", 2), first[1]]
     planner.plan(build_snapshot(second, HOSTS, known_survivors=False), 1.0)
     assert planner.kept == 0
+
+
+def test_the_coordinator_counts_fresh_orders_kept_and_new():
+    """Three fresh orders in a coordinator at keep_order_within 0.05: the first is
+    PDA's, a little progress keeps it, much progress takes PDA's again."""
+    import asyncio
+    from pathlib import Path
+
+    from grouper.common.cluster_config import parse_cluster_config
+    from grouper.common.cluster_doc import cluster_doc
+    from grouper.coordinator.loop import Coordinator
+    from tests.unit.test_planning import coordinator_model
+
+    doc = cluster_doc(
+        [(h, f"10.0.0.{i + 1}", "eth0") for i, h in enumerate(HOSTS)],
+        sockets=Path("/nonexistent"),
+        scheduling={"period": 1.0, "keep_order_within": 0.05},
+    )
+    b = _cojob("b", 1.0, 90.0, "h0", "h2")
+    models = [coordinator_model(HOSTS, [_cojob("a", 0.0, 100.0, "h0", "h1", done), b])
+              for done in (0, 2, 8)]  # fmt: skip
+
+    async def run() -> list[tuple[list[str], float, float]]:
+        coord = Coordinator(parse_cluster_config(doc))
+        seen = []
+        try:
+            for model in models:
+                coord._collect = lambda links, m=model: m  # noqa: SLF001 - the model in
+                coord.planner.last_fresh = -float("inf")  # every cycle orders afresh
+                stats = await coord.cycle()
+                sample = coord.metrics.registry.get_sample_value
+                name = "grouper_coordinator_fresh_orders_total"
+                seen.append((stats.order, sample(name, {"order": "kept"}) or 0.0,
+                             sample(name, {"order": "new"}) or 0.0))  # fmt: skip
+        finally:
+            await coord.close()
+        return seen
+
+    assert asyncio.run(run()) == [
+        (["b/1", "a/1"], 0.0, 1.0),
+        (["b/1", "a/1"], 1.0, 1.0),
+        (["a/1", "b/1"], 1.0, 2.0),
+    ]
