@@ -9,6 +9,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+from grouper.common.cluster_config import SchedulingConfig
 from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError
 from grouper.common.output import table, write_json
@@ -49,8 +50,9 @@ def emulate(args: object) -> int:
     # the replay runs a ring's 2(W-1) steps with a barrier after each: predict that
     wl = replace(wl, ring_mode="steps")
     sim = run_policies(
-        wl, policies, period=args.period, queues=queues, progress=False, calibrated=calibrated
-    )
+        wl, policies, period=args.period, queues=queues, progress=False, calibrated=calibrated,
+        keep_within=SchedulingConfig.keep_order_within,  # the emulated cluster's planner
+    )  # fmt: skip
     model = queues.admission or ContentionModel()
     results = {p: _compare(measured[p], sim[p]) for p in policies}
     png = report.plot_normalized(

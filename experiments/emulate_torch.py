@@ -6,6 +6,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from grouper.common.cluster_config import SchedulingConfig
 from grouper.common.output import table, write_json
 from grouper.common.queues import QueueConfig
 from grouper.experiments.spec import emulation_queues, parse_policies, spec_of
@@ -66,7 +67,8 @@ def _summary(
     path = simulator_workload(exp, runs[0])
     try:
         sim = run_policies(load_workload(str(path)), [policy], period=period, queues=queues,
-                           progress=False, calibrated=calibrated)  # fmt: skip
+                           progress=False, calibrated=calibrated,
+                           keep_within=SchedulingConfig.keep_order_within)  # fmt: skip
     finally:
         path.unlink()
     pred = sim[policy].summary["avg_sct"]
