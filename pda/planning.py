@@ -90,11 +90,21 @@ class Planner:
             kept = self.rows[1]  # the same units in the same rows: the last order is all known
         else:
             kept = keep_known(sched, last)
+            if not _chains_kept(kept, snap.stage_prev):
+                return  # a known cojob got a stage PDA put before one kept later
         w = pda_weights(snap)
         old = completion_cost(sched.loads, w, kept)
         if old <= (1.0 + self.keep_within) * completion_cost(sched.loads, w, sched.order):
             sched.order = kept
             self.kept += 1
+
+
+def _chains_kept(order: np.ndarray, prev: np.ndarray) -> bool:
+    """Whether every stage comes after its chain predecessor in ``order``."""
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))
+    has = np.flatnonzero(prev >= 0)
+    return bool((pos[prev[has]] < pos[has]).all())
 
 
 def keep_known(sched: Schedule, last: list[str]) -> np.ndarray:

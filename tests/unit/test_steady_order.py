@@ -160,3 +160,20 @@ def test_the_coordinator_counts_fresh_orders_kept_and_new():
         (["b/1", "a/1"], 1.0, 1.0),
         (["a/1", "b/1"], 1.0, 2.0),
     ]
+
+
+def test_a_known_cojobs_new_stage_never_goes_before_its_predecessor():
+    """d (50 bytes) before c (100) first; then c, 9 of its 10 iterations done, reports a
+    second stage: PDA orders c/1, c/2, d/1. Putting the known c/1 and d/1 back in their
+    last order (d/1, c/1) in their slots would leave c/2 before c/1, so the planner
+    takes PDA's order (fails without the chain check: kept, c/2 before c/1)."""
+    planner = Planner("grouper", QueueConfig(), 0.0, keep_within=1.0)
+    d = Cojob("d", (1,), (Job("j", "flows", (FlowSpec("h0", "h2", 50.0),)),), arrival=1.0)
+
+    def c(stages: tuple[int, ...], done: int) -> Cojob:
+        return Cojob("c", stages, (Job("j", "flows", (FlowSpec("h0", "h1", 10.0),), done=done),))
+
+    first = planner.plan(build_snapshot([c((10,), 0), d], HOSTS, known_survivors=False), 0.0)
+    assert first.order == ["d/1", "c/1"]
+    snap = build_snapshot([c((10, 1), 9), d], HOSTS, known_survivors=False)
+    assert planner.plan(snap, 1.0).order == ["c/1", "c/2", "d/1"] and planner.kept == 0
