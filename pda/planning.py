@@ -84,8 +84,8 @@ class Planner:
         gives known stages (new cojobs' stages stay where PDA puts them), when that
         order's weighted completion bound is within ``keep_within`` of the new one's:
         a few stages progressing then leave the bands where they are (issue #31)."""
-        if self.policy not in STEADY_POLICIES or len(sched.order) == 0:
-            return
+        if self.policy not in STEADY_POLICIES or len(sched.order) == 0 or not last:
+            return  # nothing known to keep (an empty last order is not "kept")
         if self.rows is not None and self.rows[0] == sched.unit_ids:
             kept = self.rows[1]  # the same units in the same rows: the last order is all known
         else:
