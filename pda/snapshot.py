@@ -15,6 +15,7 @@ import numpy as np
 from scipy import sparse
 
 from grouper.common.errors import ConfigError
+from grouper.pda.columns import ColumnMemo, Columns, columns, stage_ids
 from grouper.pda.model import Cojob
 
 
@@ -66,6 +67,8 @@ class FlowTables:
     merger, the simulator) convert its flows once, and a snapshot whose jobs all have
     the same flows as the last one's, in the same order, reuses its flow loads whole.
     Entries not used by the last snapshot are dropped; another host list starts afresh.
+    It also holds the last snapshot's columns (``pda.columns``), patched next time at
+    the cojobs that are new objects.
     """
 
     def __init__(self) -> None:
@@ -76,6 +79,7 @@ class FlowTables:
         self.keys: list[int] = []
         self.job_tables: list[JobFlows] = []
         self.loads: tuple[sparse.csr_matrix, tuple[np.ndarray, ...]] | None = None
+        self.columns: ColumnMemo | None = None
 
 
 @dataclass
@@ -111,59 +115,13 @@ def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> JobFlow
     )
 
 
-@dataclass
-class _Columns:
-    """Every cojob's stages and every job, flattened in cojob order (one Python pass)."""
-
-    stage_its: np.ndarray  # (C,) iterations of each cojob stage, C = all cojobs' stages
-    stage_started: np.ndarray  # (C,) inf when not started
-    n_stages: np.ndarray  # (G,)
-    n_jobs: np.ndarray  # (G,)
-    barrier: np.ndarray  # (G,) bool
-    arrival: np.ndarray  # (G,)
-    job_done: np.ndarray  # (J,) iterations done, at least 0
-    job_runs: np.ndarray  # (J,) stages the job runs in this view
-    job_weight: np.ndarray  # (J,)
-
-
-def _columns(
-    cojobs: list[Cojob] | tuple[Cojob, ...], host_index: dict[str, int], known_survivors: bool,
-    tables: FlowTables,
-) -> _Columns:  # fmt: skip
-    seen: set[str] = set()
-    its: list[int] = []
-    started: list[float] = []
-    for g, cj in enumerate(cojobs):
-        if cj.cojob_id in seen:
-            raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cj.cojob_id!r}")
-        seen.add(cj.cojob_id)
-        k = len(cj.stage_iterations)
-        its += cj.stage_iterations
-        st = cj.stage_started[:k]
-        started += st
-        started += (math.inf,) * (k - len(st))
-    jobs = [job for cj in cojobs for job in cj.jobs]
-    keys = [id(job.flows) for job in jobs]
-    if keys != tables.keys:  # other flows than the last snapshot's: look each job's up
-        _job_tables(cojobs, host_index, tables)  # raises on bad flows, memo untouched
-        tables.keys, tables.loads = keys, None
-    n_stages = np.fromiter((len(cj.stage_iterations) for cj in cojobs), np.int64, len(cojobs))
-    n_jobs = np.fromiter((len(cj.jobs) for cj in cojobs), np.int64, len(cojobs))
-    runs = np.repeat(n_stages, n_jobs)
-    if known_survivors:
-        known = np.fromiter((-1 if j.stages is None else j.stages for j in jobs), np.int64)
-        runs = np.where(known >= 0, known, runs)
-    return _Columns(
-        np.asarray(its, dtype=np.int64),
-        np.asarray(started, dtype=float),
-        n_stages,
-        n_jobs,
-        np.fromiter((cj.barrier for cj in cojobs), bool, len(cojobs)),
-        np.fromiter((cj.arrival for cj in cojobs), float, len(cojobs)),
-        np.maximum(np.fromiter((job.done for job in jobs), np.int64, len(jobs)), 0),
-        runs,
-        np.fromiter((job.weight for job in jobs), float, len(jobs)),
-    )
+def _check_ids(cojob_ids: list[str]) -> None:
+    if len(set(cojob_ids)) != len(cojob_ids):
+        seen: set[str] = set()
+        for g, cid in enumerate(cojob_ids):
+            if cid in seen:
+                raise ConfigError(f"cojobs[{g}].id", f"duplicate cojob id {cid!r}")
+            seen.add(cid)
 
 
 def _job_tables(
@@ -207,8 +165,17 @@ def build_snapshot(
         raise ConfigError("hosts", "duplicate host names")
     tables = tables or FlowTables()
     if tables.hosts != hosts:
-        tables.hosts, tables.entries, tables.keys = hosts, {}, []
-    cols = _columns(cojobs, host_index, known_survivors, tables)
+        tables.hosts, tables.entries, tables.keys, tables.columns = hosts, {}, [], None
+    last = tables.columns
+    memo = columns(cojobs, known_survivors, last)
+    if last is None or memo.cojob_ids is not last.cojob_ids:  # not patched: check it all
+        _check_ids(memo.cojob_ids)
+        keys = [id(job.flows) for cj in cojobs for job in cj.jobs]
+        if keys != tables.keys:  # other flows than the last snapshot's: look each job's up
+            _job_tables(cojobs, host_index, tables)  # raises on bad flows, memo untouched
+            tables.keys, tables.loads = keys, None
+    tables.columns = memo
+    cols = memo.cols
     g_of_job = np.repeat(np.arange(len(cojobs), dtype=np.int64), cols.n_jobs)
     st = _stage_rows(cols, g_of_job)
     if tables.loads is None:
@@ -221,20 +188,18 @@ def build_snapshot(
     stage_loads.sum_duplicates()
     remote = fs != fd
     per_iter_sent = np.bincount(fj[remote], weights=fb[remote], minlength=nj)
-    cids = [c.cojob_id for c in cojobs]
-    g_list, n_list = st.cojob.tolist(), (st.number).tolist()
     return Snapshot(
         hosts=hosts,
-        cojob_ids=cids,
+        cojob_ids=memo.cojob_ids,
         cojob_arrival=cols.arrival,
-        stage_ids=[f"{cids[g]}/{n}" for g, n in zip(g_list, n_list, strict=True)],
+        stage_ids=stage_ids(memo, st.cs, st.cojob, st.number),
         stage_cojob=st.cojob,
         stage_number=st.number,
         stage_prev=st.prev,
         stage_started=st.started,
         stage_loads=stage_loads,
         stage_weight=st.weight,
-        job_ids=[f"{c.cojob_id}:{job.job_id}" for c in cojobs for job in c.jobs],
+        job_ids=memo.job_ids,
         job_cojob=g_of_job,
         job_stage=st.job_stage,
         job_iter_loads=job_iter,
@@ -262,7 +227,7 @@ class _Stages:
     a_vals: np.ndarray
 
 
-def _stage_rows(cols: _Columns, g_of_job: np.ndarray) -> _Stages:
+def _stage_rows(cols: Columns, g_of_job: np.ndarray) -> _Stages:
     """The unfinished stages (rows, cojob by cojob, stage by stage) and the iterations
     each job has left in each, over all (job, stage of its cojob) pairs at once."""
     n_st, its = cols.n_stages, cols.stage_its
@@ -305,7 +270,7 @@ def _stage_rows(cols: _Columns, g_of_job: np.ndarray) -> _Stages:
 
 
 def _job_stage(
-    cols: _Columns, g_of_job: np.ndarray, job_left: np.ndarray, row_left: np.ndarray,
+    cols: Columns, g_of_job: np.ndarray, job_left: np.ndarray, row_left: np.ndarray,
     cojob: np.ndarray, r: np.ndarray, first: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """Row of the stage each job is in, -1 for jobs with nothing left. With the barrier,
