@@ -59,42 +59,52 @@ def port_bands(
     the few queues a port has. ``unlimited`` gives
     every rank its own band (the infinite-queue ablation; bands may exceed ``queues``).
     """
-    coo = sparse.coo_matrix(loads)
-    keep = coo.data > 0
+    order = np.asarray(order, dtype=np.int64)
     if active is not None:
-        keep &= np.asarray(active, dtype=bool)[coo.row]
-    units, ports, vals = coo.row[keep], coo.col[keep], coo.data[keep]
-    position = np.empty(loads.shape[0], dtype=np.int64)
-    position[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
-    pos = position[units]
-    idx = np.lexsort((pos, ports))
-    units, ports, vals = units[idx], ports[idx], vals[idx]
-    # rank within each port group
-    group_start = np.r_[0, np.flatnonzero(np.diff(ports)) + 1]
-    sizes = np.diff(np.r_[group_start, len(ports)])
-    rank = np.arange(len(ports)) - np.repeat(group_start, sizes)
-
+        order = order[np.asarray(active, dtype=bool)[order]]
+    ranked = _by_port(loads, order)
+    ptr, vals = ranked.indptr, ranked.data
+    start = np.repeat(ptr[:-1], np.diff(ptr))  # where each entry's port starts
+    rank = np.arange(len(vals)) - start
     data = np.asarray(cfg.data_bands, dtype=np.int64)
     nd = len(data)
     if unlimited:
-        bands = data[0] + rank
-        return PortBands(sparse.csr_matrix((bands + 1, (units, ports)), shape=loads.shape))
+        return PortBands(_by_unit(ranked, data[0] + rank, order, loads.shape))
     bands = data[np.minimum(rank, nd - 1)]
     if cfg.admission is not None and cfg.scavenger_band is not None:
         # overflow units of a port: the first (in global order) that AdaDUAL admits next
         # to the last band's owner shares that band; the others wait in the scavenger band
         over = np.flatnonzero(rank >= nd)
         if len(over):
-            group = np.repeat(np.arange(len(group_start)), sizes)[over]
-            owner_load = vals[group_start[group] + nd - 1]
+            owner_load = vals[start[over] + nd - 1]
             with np.errstate(divide="ignore", invalid="ignore"):
                 ok = (owner_load <= 0) | (vals[over] / owner_load < cfg.admission.share_threshold)
             bands[over] = cfg.scavenger_band
             admitted = over[ok]
-            _, first = np.unique(group[ok], return_index=True)
+            _, first = np.unique(start[admitted], return_index=True)
             bands[admitted[first]] = data[nd - 1]
-    matrix = sparse.csr_matrix((bands + 1, (units, ports)), shape=loads.shape)
-    return PortBands(matrix)
+    return PortBands(_by_unit(ranked, bands, order, loads.shape))
+
+
+def _by_port(loads: sparse.spmatrix, order: np.ndarray) -> sparse.csc_matrix:
+    """The positive loads of the units in ``order``, row ``i`` the unit at position
+    ``i``, by port: each port's units come in global order (a CSR -> CSC conversion
+    keeps the row order within every column, so no sort is needed)."""
+    by_pos = sparse.csr_matrix(loads)[order]
+    by_pos.sum_duplicates()
+    by_pos.data[~(by_pos.data > 0)] = 0
+    by_pos.eliminate_zeros()
+    return by_pos.tocsc()
+
+
+def _by_unit(ranked: sparse.csc_matrix, bands: np.ndarray, order: np.ndarray,
+             shape: tuple[int, int]) -> sparse.csr_matrix:  # fmt: skip
+    """``bands + 1`` at ``ranked``'s entries, with rows back from positions to units."""
+    by_pos = sparse.csc_matrix((bands + 1, ranked.indices, ranked.indptr), ranked.shape).tocsr()
+    counts = np.zeros(shape[0], dtype=np.int64)
+    counts[order] = np.diff(by_pos.indptr)
+    by_unit = by_pos[np.argsort(order, kind="stable")]  # the rows in unit order
+    return sparse.csr_matrix((by_unit.data, by_unit.indices, np.r_[0, np.cumsum(counts)]), shape)
 
 
 @dataclass

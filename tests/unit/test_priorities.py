@@ -148,39 +148,41 @@ def test_default_band_for_unscheduled_flows_is_last_data_band():
     assert fp.band.tolist() == [cfg.default_band] == [6]
 
 
-def reference_bands(loads, order, cfg):
-    """The overflow rule as a plain loop over ports (what port_bands vectorizes)."""
-    coo = sparse.coo_matrix(loads)
-    keep = coo.data > 0
-    units, ports, vals = coo.row[keep], coo.col[keep], coo.data[keep]
-    position = np.empty(loads.shape[0], dtype=np.int64)
-    position[order] = np.arange(len(order))
-    idx = np.lexsort((position[units], ports))
-    units, ports, vals = units[idx], ports[idx], vals[idx]
-    gs = np.r_[0, np.flatnonzero(np.diff(ports)) + 1]
-    sizes = np.diff(np.r_[gs, len(ports)])
-    rank = np.arange(len(ports)) - np.repeat(gs, sizes)
-    data = np.asarray(cfg.data_bands)
-    nd = len(data)
-    bands = data[np.minimum(rank, nd - 1)]
-    for start, size in zip(gs[sizes > nd], sizes[sizes > nd], strict=True):
-        owner = vals[start + nd - 1]
-        adm = False
-        for i in range(start + nd, start + size):
-            if not adm and adadual_admit(vals[i], [owner], cfg.admission):
-                adm = True
+def reference_bands(loads, order, cfg, active=None, unlimited=False):
+    """Bands as a plain loop over ports and the units loading each in global order
+    (what port_bands vectorizes): 1 + band per (unit, port), 0 where nothing is sent."""
+    dense = loads.toarray()
+    out = np.zeros(dense.shape, dtype=np.int64)
+    data = list(cfg.data_bands)
+    for p in range(dense.shape[1]):
+        units = [u for u in order if dense[u, p] > 0 and (active is None or active[u])]
+        admitted = False
+        for r, u in enumerate(units):
+            if unlimited:
+                band = data[0] + r
+            elif r < len(data) or cfg.admission is None or cfg.scavenger_band is None:
+                band = data[min(r, len(data) - 1)]
+            elif not admitted and adadual_admit(dense[u, p], [dense[units[len(data) - 1], p]],
+                                                cfg.admission):  # fmt: skip
+                band, admitted = data[-1], True
             else:
-                bands[i] = cfg.scavenger_band
-    return sparse.csr_matrix((bands + 1, (units, ports)), shape=loads.shape).toarray()
+                band = cfg.scavenger_band
+            out[u, p] = band + 1
+    return out
 
 
-def test_vectorized_overflow_admission_matches_a_plain_loop():
+def test_vectorized_bands_match_a_plain_loop():
+    """Ranks, the overflow rule, the active units and the unlimited bands agree with a
+    loop over every port, on random loads (zeros and negative entries carry nothing)."""
     rng = np.random.default_rng(0)
-    for _ in range(200):
+    for _ in range(300):
         n, p = rng.integers(1, 40), rng.integers(1, 6)
-        scale = rng.choice([1, 100, 1e4], size=(n, p))
+        scale = rng.choice([1, 100, 1e4, -1], size=(n, p))
         dense = rng.random((n, p)) * (rng.random((n, p)) < 0.6) * scale
         loads, order = sparse.csr_matrix(dense), rng.permutation(n)
         cfg = QueueConfig(queues=int(rng.integers(3, 9)))
-        got = port_bands(loads, order, cfg).band.toarray()
-        assert (got == reference_bands(loads, order, cfg)).all()
+        active = rng.random(n) < 0.8 if rng.random() < 0.5 else None
+        unlimited = bool(rng.random() < 0.2)
+        got = port_bands(loads, order, cfg, active, unlimited).band
+        assert got.shape == loads.shape
+        assert (got.toarray() == reference_bands(loads, order, cfg, active, unlimited)).all()
