@@ -250,11 +250,10 @@ class Coordinator:
         ingest, self.ingest_s = self.ingest_s, 0.0
         traced = self.trace.take_events() if self.trace is not None else []
         model = self._collect(links)
-        fresh, kept = self.planner.last_fresh, self.planner.kept
         planned = plan_hosts(model, self.planner, time.monotonic(), self.tables, self.planned)
         self.planned = planned
-        if self.planner.last_fresh != fresh:
-            self.metrics.fresh_orders.labels("kept" if self.planner.kept > kept else "new").inc()
+        if planned.fresh:
+            self.metrics.fresh_orders.labels("kept" if planned.kept else "new").inc()
         t2 = time.perf_counter()
         planned_at = time.time()
         if self.last_stats is None or planned.order != self.last_stats.order:

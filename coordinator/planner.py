@@ -39,6 +39,8 @@ class Planned:
     order_s: float = 0.0
     map_s: float = 0.0
     patched: dict[str, PlanPatch] = field(default_factory=dict)  # hosts whose plan was patched
+    fresh: bool = False  # ordered afresh this time
+    kept: bool = False  # afresh, and the last order kept (``Planner.keep_within``)
 
 
 def plan_hosts(
@@ -64,7 +66,8 @@ def plan_hosts(
         plans = _assemble(model, snap.flow_src, snap.flow_dst, band, dscp, planner.queues)
     host_s = time.perf_counter() - t2
     return Planned(plans, pr.order, len(snap.stage_ids), model.flow_ids, model.hosts, band, dscp,
-                   t1 - t0, pr.order_seconds, pr.map_seconds + host_s, patched)  # fmt: skip
+                   t1 - t0, pr.order_seconds, pr.map_seconds + host_s, patched, pr.fresh,
+                   pr.kept)  # fmt: skip
 
 
 def _assemble(model: Model, src: np.ndarray, dst_host: np.ndarray, band: np.ndarray,

@@ -133,14 +133,22 @@ def completion_cost(loads: sparse.spmatrix, weights: np.ndarray, order: np.ndarr
     """``sum_s w_s C_s`` of an order: ``C_s`` is the most any port ``s`` loads carries
     up to and including ``s`` (the order's stages before it first), the weighted
     completion-time bound PDA approximates; rows not in ``order`` count nothing."""
+    return completion_costs(loads, weights, [order])[0]
+
+
+def completion_costs(
+    loads: sparse.spmatrix, weights: np.ndarray, orders: list[np.ndarray]
+) -> list[float]:
+    """:func:`completion_cost` of each order, the loads converted once for all."""
     from grouper.pda.order_kernel import completion_cost as kernel
 
     csr = sparse.csr_matrix(loads, dtype=float)
+    ptr, idx = csr.indptr.astype(np.int64), csr.indices.astype(np.int64)
     w = np.asarray(weights, dtype=float)
-    return float(
-        kernel(csr.indptr.astype(np.int64), csr.indices.astype(np.int64), csr.data,
-               np.asarray(order, dtype=np.int64), w, csr.shape[1])
-    )  # fmt: skip
+    return [
+        float(kernel(ptr, idx, csr.data, np.asarray(o, dtype=np.int64), w, csr.shape[1]))
+        for o in orders
+    ]
 
 
 def pda_weights(snapshot: Snapshot) -> np.ndarray:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grouper.common.queues import QueueConfig
-from grouper.pda.order import completion_cost, pda_weights
+from grouper.pda.order import completion_costs, pda_weights
 from grouper.pda.policies import Schedule, flow_priorities, schedule
 from grouper.pda.snapshot import Snapshot
 
@@ -33,12 +33,13 @@ class FlowPlan:
     behind the DSCP) and ``dscp``; ``order`` is the policy's unit order in force."""
 
     order: list[str]
-    fresh: bool
+    fresh: bool  # ordered afresh (else the last fresh order, new units at its end)
     band: np.ndarray
     recv_band: np.ndarray
     dscp: np.ndarray
     order_seconds: float = 0.0  # ordering (PDA or the policy's), wall clock
     map_seconds: float = 0.0  # the order -> bands and DSCPs of every flow row
+    kept: bool = False  # a fresh order that kept the last one's (``keep_within``)
 
 
 class Planner:
@@ -67,36 +68,41 @@ class Planner:
         fresh = self.order is None or self.period <= 0 or now >= self.next_fresh - 1e-9
         t0 = time.perf_counter()
         sched = schedule(snap, self.policy, None if fresh else self.order)
-        if fresh and self.order is not None and self.keep_within > 0:
-            self._steady(snap, sched, self.order)
+        kept = fresh and self.order is not None and self.keep_within > 0
+        kept = kept and self._steady(snap, sched, self.order)
         t1 = time.perf_counter()
         fp = flow_priorities(snap, sched, self.queues, unlimited=self.unlimited)
         t2 = time.perf_counter()
-        order = sched.ordered_ids()
+        if kept and self.rows is not None and sched.order is self.rows[1]:
+            order = self.order  # the very rows and order of the last one: its ids
+        else:
+            order = sched.ordered_ids()
         if fresh:
             self.order, self.last_fresh = order, now
             self.rows = (sched.unit_ids, sched.order)
+            self.kept += kept
         recv = fp.recv_band if fp.recv_band is not None else fp.band
-        return FlowPlan(order, fresh, fp.band, recv, fp.dscp, t1 - t0, t2 - t1)
+        return FlowPlan(order, fresh, fp.band, recv, fp.dscp, t1 - t0, t2 - t1, kept)
 
-    def _steady(self, snap: Snapshot, sched: Schedule, last: list[str]) -> None:
+    def _steady(self, snap: Snapshot, sched: Schedule, last: list[str]) -> bool:
         """The known stages in their last relative order, in the slots PDA's new order
         gives known stages (new cojobs' stages stay where PDA puts them), when that
         order's weighted completion bound is within ``keep_within`` of the new one's:
-        a few stages progressing then leave the bands where they are (issue #31)."""
-        if self.policy not in STEADY_POLICIES or len(sched.order) == 0 or not last:
-            return  # nothing known to keep (an empty last order is not "kept")
+        a few stages progressing then leave the bands where they are (issue #31).
+        Whether it did; an order with no unit of the last one keeps nothing."""
+        if self.policy not in STEADY_POLICIES or len(sched.order) == 0:
+            return False
         if self.rows is not None and self.rows[0] == sched.unit_ids:
             kept = self.rows[1]  # the same units in the same rows: the last order is all known
         else:
             kept = keep_known(sched, last)
-            if not _chains_kept(kept, snap.stage_prev):
-                return  # a known cojob got a stage PDA put before one kept later
-        w = pda_weights(snap)
-        old = completion_cost(sched.loads, w, kept)
-        if old <= (1.0 + self.keep_within) * completion_cost(sched.loads, w, sched.order):
-            sched.order = kept
-            self.kept += 1
+            if kept is None or not _chains_kept(kept, snap.stage_prev):
+                return False  # none known, or a known cojob's stage put before one kept later
+        old, new = completion_costs(sched.loads, pda_weights(snap), [kept, sched.order])
+        if old > (1.0 + self.keep_within) * new:
+            return False
+        sched.order = kept
+        return True
 
 
 def _chains_kept(order: np.ndarray, prev: np.ndarray) -> bool:
@@ -107,14 +113,17 @@ def _chains_kept(order: np.ndarray, prev: np.ndarray) -> bool:
     return bool((pos[prev[has]] < pos[has]).all())
 
 
-def keep_known(sched: Schedule, last: list[str]) -> np.ndarray:
+def keep_known(sched: Schedule, last: list[str]) -> np.ndarray | None:
     """``sched``'s order with the units of ``last`` put back in their relative order
-    there, in the positions the order gives them; the other units keep theirs."""
+    there, in the positions the order gives them; the other units keep theirs. None
+    when no unit of ``last`` is in ``sched``."""
     rank = {u: i for i, u in enumerate(last)}
     ids = sched.unit_ids
     order = np.asarray(sched.order, dtype=np.int64)
     known = np.fromiter((ids[r] in rank for r in order.tolist()), bool, len(order))
     rows = order[known]
+    if len(rows) == 0:
+        return None
     was = np.fromiter((rank[ids[r]] for r in rows.tolist()), np.int64, len(rows))
     out = order.copy()
     out[known] = rows[np.argsort(was, kind="stable")]

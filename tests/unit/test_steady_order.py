@@ -58,6 +58,9 @@ def test_keep_known_keeps_the_last_relative_order_and_new_units_slots(data):
     last = data.draw(st.permutations(known + ["gone1", "gone2"]))
     sched = Schedule("grouper", "stage", ids, sparse.csr_matrix((n, 1)), new, np.zeros(0))
     out = keep_known(sched, last)
+    if not known:
+        assert out is None  # nothing of the last order to keep
+        return
     assert sorted(out.tolist()) == list(range(n))
     is_known = np.array([ids[r] in known for r in new])
     # unknown units where the new order put them, known ones in the last order
@@ -102,12 +105,35 @@ def test_much_progress_reorders_within_the_margin():
 
 
 def test_a_new_cojob_goes_where_pda_puts_it_when_the_order_is_kept():
-    planner = Planner("grouper", QueueConfig(), 0.0, keep_within=0.5)
-    first = [_cojob("a", 0.0, 100.0, "h0", "h1"), _cojob("b", 1.0, 90.0, "h0", "h2")]
+    """a progressed (PDA alone now puts it before b) and c arrived: the known a and b
+    keep their last order, and c takes the slot PDA gives it (first)."""
+
+    def second_order(keep: float) -> tuple[list[str], bool]:
+        planner = Planner("grouper", QueueConfig(), 0.0, keep_within=keep)
+        first = [_cojob("a", 0.0, 100.0, "h0", "h1"), _cojob("b", 1.0, 90.0, "h0", "h2")]
+        planner.plan(build_snapshot(first, HOSTS, known_survivors=False), 0.0)
+        second = [
+            _cojob("a", 0.0, 100.0, "h0", "h1", 2),
+            first[1],
+            _cojob("c", 2.0, 5.0, "h0", "h1"),
+        ]
+        plan = planner.plan(build_snapshot(second, HOSTS, known_survivors=False), 1.0)
+        return plan.order, plan.kept
+
+    assert second_order(0.0) == (["c/1", "a/1", "b/1"], False)  # PDA's
+    assert second_order(0.5) == (["c/1", "b/1", "a/1"], True)
+
+
+def test_an_order_of_new_cojobs_only_keeps_nothing():
+    """Every cojob of the last order gone and others come: the fresh order is PDA's and
+    is not counted as kept (nothing of the last order is in it)."""
+    planner = Planner("grouper", QueueConfig(), 0.0, keep_within=1.0)
+    first = [_cojob("a", 0.0, 100.0, "h0", "h1")]
     planner.plan(build_snapshot(first, HOSTS, known_survivors=False), 0.0)
-    second = [*first, _cojob("c", 2.0, 5.0, "h0", "h1")]
-    order = planner.plan(build_snapshot(second, HOSTS, known_survivors=False), 1.0).order
-    assert order == ["c/1", "b/1", "a/1"] and planner.kept == 1
+    second = [_cojob("b", 1.0, 90.0, "h0", "h2"), _cojob("c", 2.0, 5.0, "h0", "h1")]
+    plan = planner.plan(build_snapshot(second, HOSTS, known_survivors=False), 1.0)
+    assert plan.fresh and not plan.kept and planner.kept == 0
+    assert plan.order == ["c/1", "b/1"]
 
 
 def test_other_policies_are_never_kept():
