@@ -18,6 +18,7 @@ from grouper.common.contention import ContentionModel
 from grouper.common.errors import ConfigError
 from grouper.common.queues import QueueConfig
 from grouper.common.scheduling import POLICIES
+from grouper.pda.planning import STEADY_POLICIES
 from grouper.simulator.engine import Engine
 from grouper.simulator.fast import FastEngine, coflow_shaped
 from grouper.simulator.fast_flows import FlowFastEngine
@@ -74,7 +75,9 @@ def engine_for(
     elif policy == "grouper-infinite":
         base, unlimited = "grouper", True
     shaped = coflow_shaped(wl.cojobs, topo, period, wl.release_after, wl.ring_mode == "steps")
-    if shaped and keep_within == 0:  # the fast path orders afresh, as the planner at 0
+    # the fast path orders afresh every time, as the planner does at keep_within 0 and
+    # for the policies whose orders it never keeps
+    if shaped and (keep_within == 0 or base not in STEADY_POLICIES):
         local = wl.local_traffic == "ports"
         if contention > 0:
             return FlowFastEngine(

@@ -95,6 +95,18 @@ def test_only_coflow_shaped_workloads_take_the_fast_path() -> None:
     assert not coflow_shaped((slow,), topo, 0.0, {})
 
 
+def test_a_share_kept_leaves_the_fast_path_only_for_the_policies_it_keeps() -> None:
+    """keep_order_within > 0 changes grouper's orders (the general engine runs it) and no
+    baseline's (they stay on the fast path)."""
+    wl = trace_workload(parse_coflow_trace("3 1\n1 0 1 0 1 2:1.0\n"))
+    topo, cfg = topology_of(wl), QueueConfig()
+    for policy in SIM_POLICIES:
+        kept = engine_for(wl, policy, topo, 0.0, cfg, keep_within=0.01)
+        steady = policy.startswith("grouper")
+        assert isinstance(kept, FastEngine) != steady, policy
+        assert isinstance(engine_for(wl, policy, topo, 0.0, cfg), FastEngine), policy
+
+
 @pytest.mark.parametrize("warm", [False, True])
 def test_rates_per_class_are_the_allocators_rates_per_flow(warm: bool) -> None:
     """Any bands (priority cycles and the worst-queue fallback, about a third of these
