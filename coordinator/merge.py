@@ -78,6 +78,7 @@ class Merger:
         self.touched: set[str] = set()  # cojobs whose stage start times changed
         self.restructured = False  # a cojob came, went or changed its flow rows
         self.order: list[str] = []  # cojob ids by (arrival, id)
+        self.position: dict[str, int] = {}  # and where each is in it
         self.last: Model | None = None
 
     def set_host(self, host: str, jobs: dict[JobKey, JobReport], changed: Iterable[JobKey]) -> None:
@@ -112,13 +113,15 @@ class Merger:
             self._progress_job(key)
         self.dirty_jobs, self.progressed = set(), set()
         started = stage_started or {}
-        for cid in self.dirty_cojobs:
+        rebuilt = self.dirty_cojobs
+        for cid in rebuilt:
             self._build_cojob(cid, started)
         self.dirty_cojobs, self.regrouped, self.touched = set(), set(), set()
         entries = self.entries
         last = self.last
         if last is None or self.restructured:  # cojobs came, went or changed flows
             self.order = sorted(entries, key=lambda c: (entries[c].cojob.arrival, c))
+            self.position = {c: i for i, c in enumerate(self.order)}
             order = [entries[c] for c in self.order]
             last = Model(
                 self.hosts,
@@ -129,7 +132,12 @@ class Merger:
                 list(chain.from_iterable(e.inbound_key for e in order)),
             )
         else:  # progress only: the same flow rows (the same lists, which callers may key on)
-            last = dataclasses.replace(last, cojobs=[entries[c].cojob for c in self.order])
+            cojobs = list(last.cojobs)  # and the cojobs rebuilt written in
+            for cid in rebuilt:
+                at = self.position.get(cid)  # none: a cojob never scheduled (no flows)
+                if at is not None:
+                    cojobs[at] = entries[cid].cojob
+            last = dataclasses.replace(last, cojobs=cojobs)
         self.last, self.restructured = last, False
         return last
 
