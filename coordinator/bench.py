@@ -47,7 +47,7 @@ class Period:
     changed_hosts: int  # hosts whose plan differs from the last cycle's
 
 
-def _config(hosts: list[str], port: int, period: float, keep: float = 0.0) -> Any:
+def _config(hosts: list[str], port: int, period: float, keep: float) -> Any:
     """The cluster: every agent is the fleet's server, told apart by the header (a
     config names one endpoint per host: they are set after parsing)."""
     cfg = parse_cluster_config(

@@ -157,6 +157,15 @@ def _add_simulate(add: T.Add) -> None:
     )
     sim.add_argument("--config", help="cluster YAML: its queues and admission (a, b, eta) are used")
     _add_simulate_jobs(sim)
+    _add_simulate_scheduling(sim)
+    _add_simulate_knobs(sim)
+    _add_sweep_runners(sim)
+    sim.add_argument("--out", help="directory for CSV and PNG files")
+    T.add_json(sim)
+
+
+def _add_simulate_scheduling(sim: argparse.ArgumentParser) -> None:
+    """What `grouper simulate` schedules with: the policies, the period, keeping orders."""
     sim.add_argument("--policies", default="fs,baraat,sincronia,grouper")
     sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")
     sim.add_argument("--values", help="sweep: comma-separated values to use instead")
@@ -164,11 +173,15 @@ def _add_simulate(add: T.Add) -> None:
     sim.add_argument(
         "--keep-order-within",
         dest="keep_order_within",
-        type=T.real(0, 1),
+        type=T.FRACTION,
         default=0.0,
         help="keep the last order of known stages when within this share of PDA's new one "
         "(a cluster's scheduling.keep_order_within; default 0: always PDA's)",
     )
+
+
+def _add_simulate_knobs(sim: argparse.ArgumentParser) -> None:
+    """Limits of a run and the knobs of the generated workloads."""
     sim.add_argument(
         "--max-sim-time",
         dest="max_sim_time",
@@ -202,9 +215,6 @@ def _add_simulate(add: T.Add) -> None:
         action="store_true",
         help="ideal fluid sharing instead of Eq. 5's contention model",
     )
-    _add_sweep_runners(sim)
-    sim.add_argument("--out", help="directory for CSV and PNG files")
-    T.add_json(sim)
 
 
 def _add_simulate_jobs(sim: argparse.ArgumentParser) -> None:

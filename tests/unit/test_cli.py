@@ -84,15 +84,18 @@ def test_bench_coordinator_small_counts_what_it_measured():
 
 
 def test_bench_coordinator_orders_afresh_every_period_at_0():
-    args = ["--agents", "12", "--stages", "30", "--changed", "0.5", "--json", "-"]
+    """PDA's order every period: progress moves some hosts' plans (the same bench keeps
+    every plan at 0.5, the test below)."""
+    args = ["--agents", "20", "--stages", "100", "--changed", "0.5", "--json", "-"]
     out = json.loads(run("bench", "coordinator", *args, "--keep-order-within", "0"))
     assert out["keep_order_within"] == 0 and out["orders_kept"] == 0
+    assert out["hosts_changed"] > 0
 
 
 def test_bench_coordinator_keeps_orders_within_a_margin():
     """Half the jobs gain an iteration per period: within 50% every fresh order is the
     last one (no cojob comes or goes in the bench), so no host's plan changes."""
-    args = ["--agents", "12", "--stages", "30", "--changed", "0.5", "--json", "-"]
+    args = ["--agents", "20", "--stages", "100", "--changed", "0.5", "--json", "-"]
     out = json.loads(run("bench", "coordinator", *args, "--keep-order-within", "0.5"))
     assert out["keep_order_within"] == 0.5 and out["orders_kept"] >= 3
     assert out["hosts_changed"] == 0

@@ -30,6 +30,16 @@ def test_sample_config_loads():
     assert cfg.control_ports == (7000, 7070)
 
 
+def test_keep_order_within_is_a_tenth_of_a_percent_unless_set():
+    """A config that does not name it keeps orders within 0.001 (docs/coordinator.md, "A
+    steadier order"); 0 turns it off."""
+    doc = sample()
+    doc.get("scheduling", {}).pop("keep_order_within", None)
+    assert parse_cluster_config(doc).scheduling.keep_order_within == 0.001
+    off = with_change(doc, ["scheduling", "keep_order_within"], 0)
+    assert parse_cluster_config(off).scheduling.keep_order_within == 0.0
+
+
 def mutate(path, value):
     return with_change(sample(), path, value)
 

@@ -34,7 +34,7 @@ def coordinator_model(hosts: tuple[str, ...], cojobs: list) -> Model:
     )
 
 
-@pytest.mark.parametrize(("period", "keep"), [(0.0, 0.0), (0.7, 0.0), (0.0, 0.05)])
+@pytest.mark.parametrize(("period", "keep"), [(0.0, 0.0), (0.7, 0.0), (0.0, 0.05), (0.7, 0.05)])
 def test_coordinator_and_simulator_make_the_same_plans_from_the_same_events(period, keep):
     """The simulator records every plan it makes (time, cojobs as it saw them, plan);
     the coordinator's planner gets the same sequence at the same times and must order
