@@ -47,8 +47,8 @@ class ColumnMemo:
     cojobs: list[Cojob]  # held, so the identities compared stay those of live objects
     known_survivors: bool
     cols: Columns
-    stage0: np.ndarray  # (G,) each cojob's first row in the stage columns
-    job0: np.ndarray  # (G,) its first job
+    stage0: list[int]  # each cojob's first row in the stage columns
+    job0: list[int]  # its first job
     cojob_ids: list[str]
     job_ids: list[str]  # "<cojob>:<job>"
     stage_rows: np.ndarray | None = None  # the last snapshot's unfinished stages (rows)
@@ -106,8 +106,8 @@ def _fresh(cojobs: Cojobs, known_survivors: bool) -> ColumnMemo:
     )
     cids = [c.cojob_id for c in cojobs]
     return ColumnMemo(
-        list(cojobs), known_survivors, cols, np.cumsum(n_stages) - n_stages,
-        np.cumsum(n_jobs) - n_jobs, cids,
+        list(cojobs), known_survivors, cols, (np.cumsum(n_stages) - n_stages).tolist(),
+        (np.cumsum(n_jobs) - n_jobs).tolist(), cids,
         [f"{c.cojob_id}:{job.job_id}" for c in cojobs for job in c.jobs],
     )  # fmt: skip
 
@@ -123,8 +123,7 @@ def _patched(cojobs: Cojobs, memo: ColumnMemo) -> ColumnMemo | None:
         return None
     c = memo.cols
     cols = Columns(*(getattr(c, f).copy() for f in c.__dataclass_fields__))
-    for g in new:
-        _write(cols, cojobs[g], g, int(memo.stage0[g]), int(memo.job0[g]), memo.known_survivors)
+    _write(cols, [cojobs[g] for g in new], new, memo)
     return replace(memo, cojobs=list(cojobs), cols=cols)
 
 
@@ -143,14 +142,31 @@ def _same_shape(a: Cojob, b: Cojob) -> bool:
     )
 
 
-def _write(cols: Columns, cj: Cojob, g: int, s0: int, j0: int, known_survivors: bool) -> None:
-    """Cojob ``g``'s values into the columns at its rows (its shape is the old one's)."""
-    k = len(cj.stage_iterations)
-    cols.stage_its[s0 : s0 + k] = cj.stage_iterations
-    st = cj.stage_started[:k]
-    cols.stage_started[s0 : s0 + k] = st + (math.inf,) * (k - len(st))
-    cols.barrier[g], cols.arrival[g] = cj.barrier, cj.arrival
-    for i, job in enumerate(cj.jobs):
-        cols.job_done[j0 + i] = max(job.done, 0)
-        cols.job_runs[j0 + i] = job.stages if known_survivors and job.stages is not None else k
-        cols.job_weight[j0 + i] = job.weight
+def _write(cols: Columns, cojobs: list[Cojob], at: list[int], memo: ColumnMemo) -> None:
+    """The values of ``cojobs`` (cojob ``at[i]`` each, of its old shape) into the
+    columns, gathered in one pass and written with one assignment per column."""
+    s_at: list[int] = []
+    its: list[int] = []
+    started: list[float] = []
+    j_at: list[int] = []
+    done: list[int] = []
+    runs: list[int] = []
+    weight: list[float] = []
+    known = memo.known_survivors
+    for g, cj in zip(at, cojobs, strict=True):
+        k, s0, j0 = len(cj.stage_iterations), memo.stage0[g], memo.job0[g]
+        s_at += range(s0, s0 + k)
+        its += cj.stage_iterations
+        st = cj.stage_started[:k]
+        started += st
+        started += (math.inf,) * (k - len(st))
+        j_at += range(j0, j0 + len(cj.jobs))
+        for job in cj.jobs:
+            done.append(job.done)
+            runs.append(job.stages if known and job.stages is not None else k)
+            weight.append(job.weight)
+    cols.stage_its[s_at], cols.stage_started[s_at] = its, started
+    cols.barrier[at] = [cj.barrier for cj in cojobs]
+    cols.arrival[at] = [cj.arrival for cj in cojobs]
+    cols.job_done[j_at] = np.maximum(np.asarray(done, dtype=np.int64), 0)
+    cols.job_runs[j_at], cols.job_weight[j_at] = runs, weight
