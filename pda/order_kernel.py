@@ -128,15 +128,19 @@ def order_loop(
             left = port_load[q] - r_val[k]
             port_load[q] = left if left >= eps else 0.0
             loaded_by[q] -= 1
-            _tree_set(t_idx, rank, size, q, port_load[q] if loaded_by[q] > 0 else -np.inf)
+            v = port_load[q] if loaded_by[q] > 0 else -np.inf
+            if rank[q] != v:  # a walk to the root for an unchanged rank is wasted
+                _tree_set(t_idx, rank, size, q, v)
         q = prev[s]
         if q >= 0:
             candidate[q] = True
             if total[q] <= 0:
                 zero.append(q)
             for k in range(r_ptr[q], r_ptr[q + 1]):
-                loaded_by[r_idx[k]] += 1
-                _tree_set(t_idx, rank, size, r_idx[k], port_load[r_idx[k]])
+                x = r_idx[k]
+                loaded_by[x] += 1
+                if rank[x] != port_load[x]:  # only a port no candidate loaded rises
+                    _tree_set(t_idx, rank, size, x, port_load[x])
         if trace and i > 0:
             for r in range(n):
                 if candidate[r]:
