@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from itertools import compress
+from operator import is_not
+from typing import NamedTuple
 
 import numpy as np
 
@@ -66,7 +68,9 @@ def columns(cojobs: Cojobs, known_survivors: bool, memo: ColumnMemo | None) -> C
     return _fresh(cojobs, known_survivors)
 
 
-def stage_ids(memo: ColumnMemo, rows: np.ndarray, cojob: np.ndarray, number: np.ndarray) -> list:
+def stage_ids(
+    memo: ColumnMemo, rows: np.ndarray, cojob: np.ndarray, number: np.ndarray
+) -> list[str]:
     """``<cojob>/<n>`` of the unfinished stages ``rows``; the last list again when the
     rows are the last snapshot's (recorded in ``memo``)."""
     if memo.stage_ids is not None and np.array_equal(memo.stage_rows, rows):
@@ -77,37 +81,55 @@ def stage_ids(memo: ColumnMemo, rows: np.ndarray, cojob: np.ndarray, number: np.
     return ids
 
 
-def _fresh(cojobs: Cojobs, known_survivors: bool) -> ColumnMemo:
-    its: list[int] = []
-    started: list[float] = []
+class _Values(NamedTuple):
+    """The column values of some cojobs, in their order (one Python pass)."""
+
+    stage_its: list[int]
+    stage_started: list[float]
+    n_stages: list[int]
+    n_jobs: list[int]
+    job_done: list[int]
+    job_runs: list[int]
+    job_weight: list[float]
+
+
+def _values(cojobs: Cojobs, known_survivors: bool) -> _Values:
+    """What each cojob puts in the columns: its stages' iterations and start times (inf
+    when not started), and per job the iterations done (at least 0), the stages it runs
+    in this view and its weight. The one place these are read from cojobs."""
+    v = _Values([], [], [], [], [], [], [])
     for cj in cojobs:
         k = len(cj.stage_iterations)
-        its += cj.stage_iterations
+        v.stage_its.extend(cj.stage_iterations)
         st = cj.stage_started[:k]
-        started += st
-        started += (math.inf,) * (k - len(st))
-    jobs = [job for cj in cojobs for job in cj.jobs]
-    n_stages = np.fromiter((len(cj.stage_iterations) for cj in cojobs), np.int64, len(cojobs))
-    n_jobs = np.fromiter((len(cj.jobs) for cj in cojobs), np.int64, len(cojobs))
-    runs = np.repeat(n_stages, n_jobs)
-    if known_survivors:
-        known = np.fromiter((-1 if j.stages is None else j.stages for j in jobs), np.int64)
-        runs = np.where(known >= 0, known, runs)
+        v.stage_started.extend(st + (math.inf,) * (k - len(st)))
+        v.n_stages.append(k)
+        v.n_jobs.append(len(cj.jobs))
+        for job in cj.jobs:
+            v.job_done.append(max(job.done, 0))
+            v.job_runs.append(job.stages if known_survivors and job.stages is not None else k)
+            v.job_weight.append(job.weight)
+    return v
+
+
+def _fresh(cojobs: Cojobs, known_survivors: bool) -> ColumnMemo:
+    v = _values(cojobs, known_survivors)
+    n_stages = np.asarray(v.n_stages, dtype=np.int64)
+    n_jobs = np.asarray(v.n_jobs, dtype=np.int64)
     cols = Columns(
-        np.asarray(its, dtype=np.int64),
-        np.asarray(started, dtype=float),
+        np.asarray(v.stage_its, dtype=np.int64),
+        np.asarray(v.stage_started, dtype=float),
         n_stages,
         n_jobs,
         np.fromiter((cj.barrier for cj in cojobs), bool, len(cojobs)),
         np.fromiter((cj.arrival for cj in cojobs), float, len(cojobs)),
-        np.maximum(np.fromiter((job.done for job in jobs), np.int64, len(jobs)), 0),
-        runs,
-        np.fromiter((job.weight for job in jobs), float, len(jobs)),
+        np.asarray(v.job_done, dtype=np.int64),
+        np.asarray(v.job_runs, dtype=np.int64),
+        np.asarray(v.job_weight, dtype=float),
     )
-    cids = [c.cojob_id for c in cojobs]
     return ColumnMemo(
         list(cojobs), known_survivors, cols, (np.cumsum(n_stages) - n_stages).tolist(),
-        (np.cumsum(n_jobs) - n_jobs).tolist(), cids,
+        (np.cumsum(n_jobs) - n_jobs).tolist(), [c.cojob_id for c in cojobs],
         [f"{c.cojob_id}:{job.job_id}" for c in cojobs for job in c.jobs],
     )  # fmt: skip
 
@@ -118,17 +140,13 @@ def _patched(cojobs: Cojobs, memo: ColumnMemo) -> ColumnMemo | None:
     old = memo.cojobs
     if len(cojobs) != len(old):
         return None
-    new = list(compress(range(len(old)), map(_differ, cojobs, old)))
+    new = list(compress(range(len(old)), map(is_not, cojobs, old)))
     if any(not _same_shape(cojobs[g], old[g]) for g in new):
         return None
     c = memo.cols
     cols = Columns(*(getattr(c, f).copy() for f in c.__dataclass_fields__))
     _write(cols, [cojobs[g] for g in new], new, memo)
     return replace(memo, cojobs=list(cojobs), cols=cols)
-
-
-def _differ(a: Cojob, b: Cojob) -> bool:
-    return a is not b
 
 
 def _same_shape(a: Cojob, b: Cojob) -> bool:
@@ -144,29 +162,12 @@ def _same_shape(a: Cojob, b: Cojob) -> bool:
 
 def _write(cols: Columns, cojobs: list[Cojob], at: list[int], memo: ColumnMemo) -> None:
     """The values of ``cojobs`` (cojob ``at[i]`` each, of its old shape) into the
-    columns, gathered in one pass and written with one assignment per column."""
-    s_at: list[int] = []
-    its: list[int] = []
-    started: list[float] = []
-    j_at: list[int] = []
-    done: list[int] = []
-    runs: list[int] = []
-    weight: list[float] = []
-    known = memo.known_survivors
-    for g, cj in zip(at, cojobs, strict=True):
-        k, s0, j0 = len(cj.stage_iterations), memo.stage0[g], memo.job0[g]
-        s_at += range(s0, s0 + k)
-        its += cj.stage_iterations
-        st = cj.stage_started[:k]
-        started += st
-        started += (math.inf,) * (k - len(st))
-        j_at += range(j0, j0 + len(cj.jobs))
-        for job in cj.jobs:
-            done.append(job.done)
-            runs.append(job.stages if known and job.stages is not None else k)
-            weight.append(job.weight)
-    cols.stage_its[s_at], cols.stage_started[s_at] = its, started
+    columns, with one assignment per column."""
+    v = _values(cojobs, memo.known_survivors)
+    s_at = [r for g in at for r in range(memo.stage0[g], memo.stage0[g] + cols.n_stages[g])]
+    j_at = [r for g in at for r in range(memo.job0[g], memo.job0[g] + cols.n_jobs[g])]
+    cols.stage_its[s_at], cols.stage_started[s_at] = v.stage_its, v.stage_started
     cols.barrier[at] = [cj.barrier for cj in cojobs]
     cols.arrival[at] = [cj.arrival for cj in cojobs]
-    cols.job_done[j_at] = np.maximum(np.asarray(done, dtype=np.int64), 0)
-    cols.job_runs[j_at], cols.job_weight[j_at] = runs, weight
+    cols.job_done[j_at], cols.job_runs[j_at] = v.job_done, v.job_runs
+    cols.job_weight[j_at] = v.job_weight

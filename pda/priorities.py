@@ -58,8 +58,12 @@ def port_bands(
     a rank; a cojob's later stages get theirs when they start, so they do not use up
     the few queues a port has. ``unlimited`` gives
     every rank its own band (the infinite-queue ablation; bands may exceed ``queues``).
+    Units not in ``order`` take no rank either (sincronia and sptf order only the jobs
+    with a stage now); a unit in it twice is an error.
     """
     order = np.asarray(order, dtype=np.int64)
+    if len(order) and np.bincount(order, minlength=loads.shape[0]).max() > 1:
+        raise ValueError("order: a unit appears more than once")
     if active is not None:
         order = order[np.asarray(active, dtype=bool)[order]]
     ranked = _by_port(loads, order)

@@ -15,8 +15,7 @@ import numpy as np
 from scipy import sparse
 
 from grouper.common.errors import ConfigError
-from grouper.pda.columns import ColumnMemo, Columns, columns, stage_ids
-from grouper.pda.model import Cojob
+from grouper.pda.columns import Cojobs, ColumnMemo, Columns, columns, stage_ids
 
 
 @dataclass
@@ -35,7 +34,7 @@ class Snapshot:
     stage_loads: sparse.csr_matrix  # (S, 2H) remaining bytes per port
     stage_weight: np.ndarray  # (S,) the largest weight of the stage's jobs (1 by default)
     # jobs
-    job_ids: list[str]  # "<cojob>/<job>" is not unique-safe; use (cojob, job) pairs
+    job_ids: list[str]  # "<cojob>:<job>"
     job_cojob: np.ndarray  # (J,)
     job_stage: np.ndarray  # (J,) row of the stage the job is in now, or -1 if it is done
     job_iter_loads: sparse.csr_matrix  # (J, 2H) bytes per port of one iteration
@@ -124,9 +123,27 @@ def _check_ids(cojob_ids: list[str]) -> None:
             seen.add(cid)
 
 
-def _job_tables(
-    cojobs: list[Cojob] | tuple[Cojob, ...], host_index: dict[str, int], tables: FlowTables
-) -> None:
+def _columns_and_tables(
+    cojobs: Cojobs, hosts: tuple[str, ...], host_index: dict[str, int], known_survivors: bool,
+    tables: FlowTables,
+) -> ColumnMemo:  # fmt: skip
+    """The columns (the last ones patched when only some cojobs are new objects of the
+    same shape) and every job's flow table, recorded in ``tables`` once all is checked."""
+    if tables.hosts != hosts:
+        tables.hosts, tables.entries, tables.keys, tables.columns = hosts, {}, [], None
+    last = tables.columns
+    memo = columns(cojobs, known_survivors, last)
+    if last is None or memo.cojob_ids is not last.cojob_ids:  # not patched: check it all
+        _check_ids(memo.cojob_ids)
+        keys = [id(job.flows) for cj in cojobs for job in cj.jobs]
+        if keys != tables.keys:  # other flows than the last snapshot's: look each job's up
+            _job_tables(cojobs, host_index, tables)  # raises on bad flows, memo untouched
+            tables.keys, tables.loads = keys, None
+    tables.columns = memo
+    return memo
+
+
+def _job_tables(cojobs: Cojobs, host_index: dict[str, int], tables: FlowTables) -> None:
     """Every job's flow table, from the memo or converted (and checked) now."""
     used: dict[int, JobFlows] = {}
     job_tables = []
@@ -142,7 +159,7 @@ def _job_tables(
 
 
 def build_snapshot(
-    cojobs: list[Cojob] | tuple[Cojob, ...],
+    cojobs: Cojobs,
     hosts: list[str] | tuple[str, ...],
     *,
     known_survivors: bool = True,
@@ -154,7 +171,9 @@ def build_snapshot(
     stages after it (offline view); otherwise every job is assumed to run all remaining
     stages (the online assumption of the grouper paper, Section IV-C).
 
-    One Python pass gathers the cojobs' stages and jobs into arrays; the rest is array
+    One Python pass gathers the cojobs' stages and jobs into arrays, or the last
+    snapshot's are patched at the cojobs that are new objects (``pda.columns``, with
+    ``tables``); the rest is array
     algebra over all (job, stage) pairs at once, and the loads are sparse products:
     ``stage_loads = A @ job_iter_loads`` where ``A[row, j]`` is the iterations job
     ``j`` still has in the stage of that row.
@@ -164,17 +183,7 @@ def build_snapshot(
     if len(host_index) != len(hosts):
         raise ConfigError("hosts", "duplicate host names")
     tables = tables or FlowTables()
-    if tables.hosts != hosts:
-        tables.hosts, tables.entries, tables.keys, tables.columns = hosts, {}, [], None
-    last = tables.columns
-    memo = columns(cojobs, known_survivors, last)
-    if last is None or memo.cojob_ids is not last.cojob_ids:  # not patched: check it all
-        _check_ids(memo.cojob_ids)
-        keys = [id(job.flows) for cj in cojobs for job in cj.jobs]
-        if keys != tables.keys:  # other flows than the last snapshot's: look each job's up
-            _job_tables(cojobs, host_index, tables)  # raises on bad flows, memo untouched
-            tables.keys, tables.loads = keys, None
-    tables.columns = memo
+    memo = _columns_and_tables(cojobs, hosts, host_index, known_survivors, tables)
     cols = memo.cols
     g_of_job = np.repeat(np.arange(len(cojobs), dtype=np.int64), cols.n_jobs)
     st = _stage_rows(cols, g_of_job)
@@ -191,7 +200,7 @@ def build_snapshot(
     return Snapshot(
         hosts=hosts,
         cojob_ids=memo.cojob_ids,
-        cojob_arrival=cols.arrival,
+        cojob_arrival=cols.arrival.copy(),  # the memo's own arrays stay the memo's
         stage_ids=stage_ids(memo, st.cs, st.cojob, st.number),
         stage_cojob=st.cojob,
         stage_number=st.number,
@@ -204,7 +213,7 @@ def build_snapshot(
         job_stage=st.job_stage,
         job_iter_loads=job_iter,
         job_remaining=per_iter_sent * st.job_rem_iters,
-        job_weight=cols.job_weight,
+        job_weight=cols.job_weight.copy(),
         flow_job=fj,
         flow_src=fs,
         flow_dst=fd,

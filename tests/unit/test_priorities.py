@@ -171,15 +171,23 @@ def reference_bands(loads, order, cfg, active=None, unlimited=False):
     return out
 
 
+def test_a_unit_ordered_twice_is_refused():
+    with pytest.raises(ValueError, match="order: a unit appears more than once"):
+        port_bands(sparse.csr_matrix(np.ones((3, 2))), np.array([0, 1, 1, 2]), QueueConfig())
+
+
 def test_vectorized_bands_match_a_plain_loop():
-    """Ranks, the overflow rule, the active units and the unlimited bands agree with a
-    loop over every port, on random loads (zeros and negative entries carry nothing)."""
+    """Ranks, the overflow rule, the active units, units left out of the order and the
+    unlimited bands agree with a loop over every port, on random loads (zeros and
+    negative entries carry nothing)."""
     rng = np.random.default_rng(0)
     for _ in range(300):
         n, p = rng.integers(1, 40), rng.integers(1, 6)
         scale = rng.choice([1, 100, 1e4, -1], size=(n, p))
         dense = rng.random((n, p)) * (rng.random((n, p)) < 0.6) * scale
         loads, order = sparse.csr_matrix(dense), rng.permutation(n)
+        if rng.random() < 0.2:  # some units not ordered (none, at times)
+            order = order[: rng.integers(0, n + 1)]
         cfg = QueueConfig(queues=int(rng.integers(3, 9)))
         active = rng.random(n) < 0.8 if rng.random() < 0.5 else None
         unlimited = bool(rng.random() < 0.2)
