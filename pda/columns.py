@@ -57,15 +57,17 @@ class ColumnMemo:
     stage_ids: list[str] | None = None  # and their ids
 
 
-def columns(cojobs: Cojobs, known_survivors: bool, memo: ColumnMemo | None) -> ColumnMemo:
-    """The columns of ``cojobs``: ``memo``'s patched when only some cojobs were replaced
-    by ones of the same shape, else made afresh (the caller checks cojob ids are unique
-    then: a patch keeps every id where it was)."""
+def columns(
+    cojobs: Cojobs, known_survivors: bool, memo: ColumnMemo | None
+) -> tuple[ColumnMemo, bool]:
+    """The columns of ``cojobs`` and whether they are ``memo``'s patched (only some
+    cojobs were replaced by ones of the same shape); else they are made afresh, and the
+    caller checks the cojob ids and flows (a patch keeps every id and flow where it was)."""
     if memo is not None and memo.known_survivors == known_survivors:
         patched = _patched(cojobs, memo)
         if patched is not None:
-            return patched
-    return _fresh(cojobs, known_survivors)
+            return patched, True
+    return _fresh(cojobs, known_survivors), False
 
 
 def stage_ids(

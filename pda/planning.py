@@ -68,8 +68,7 @@ class Planner:
         fresh = self.order is None or self.period <= 0 or now >= self.next_fresh - 1e-9
         t0 = time.perf_counter()
         sched = schedule(snap, self.policy, None if fresh else self.order)
-        kept = fresh and self.order is not None and self.keep_within > 0
-        kept = kept and self._steady(snap, sched, self.order)
+        kept = fresh and self.keep_within > 0 and self._steady(snap, sched)
         t1 = time.perf_counter()
         fp = flow_priorities(snap, sched, self.queues, unlimited=self.unlimited)
         t2 = time.perf_counter()
@@ -84,18 +83,18 @@ class Planner:
         recv = fp.recv_band if fp.recv_band is not None else fp.band
         return FlowPlan(order, fresh, fp.band, recv, fp.dscp, t1 - t0, t2 - t1, kept)
 
-    def _steady(self, snap: Snapshot, sched: Schedule, last: list[str]) -> bool:
+    def _steady(self, snap: Snapshot, sched: Schedule) -> bool:
         """The known stages in their last relative order, in the slots PDA's new order
         gives known stages (new cojobs' stages stay where PDA puts them), when that
         order's weighted completion bound is within ``keep_within`` of the new one's:
         a few stages progressing then leave the bands where they are (issue #31).
         Whether it did; an order with no unit of the last one keeps nothing."""
-        if self.policy not in STEADY_POLICIES or len(sched.order) == 0:
+        if self.policy not in STEADY_POLICIES or len(sched.order) == 0 or self.order is None:
             return False
         if self.rows is not None and self.rows[0] == sched.unit_ids:
             kept = self.rows[1]  # the same units in the same rows: the last order is all known
         else:
-            kept = keep_known(sched, last)
+            kept = keep_known(sched, self.order)
             if kept is None or not _chains_kept(kept, snap.stage_prev):
                 return False  # none known, or a known cojob's stage put before one kept later
         old, new = completion_costs(sched.loads, pda_weights(snap), [kept, sched.order])

@@ -107,7 +107,9 @@ def _by_unit(ranked: sparse.csc_matrix, bands: np.ndarray, order: np.ndarray,
     by_pos = sparse.csc_matrix((bands + 1, ranked.indices, ranked.indptr), ranked.shape).tocsr()
     counts = np.zeros(shape[0], dtype=np.int64)
     counts[order] = np.diff(by_pos.indptr)
-    by_unit = by_pos[np.argsort(order, kind="stable")]  # the rows in unit order
+    at = np.full(shape[0], -1, dtype=np.int64)
+    at[order] = np.arange(len(order))  # each unit's position (row of by_pos)
+    by_unit = by_pos[at[at >= 0]]  # the rows in unit order
     return sparse.csr_matrix((by_unit.data, by_unit.indices, np.r_[0, np.cumsum(counts)]), shape)
 
 

@@ -131,9 +131,8 @@ def _columns_and_tables(
     same shape) and every job's flow table, recorded in ``tables`` once all is checked."""
     if tables.hosts != hosts:
         tables.hosts, tables.entries, tables.keys, tables.columns = hosts, {}, [], None
-    last = tables.columns
-    memo = columns(cojobs, known_survivors, last)
-    if last is None or memo.cojob_ids is not last.cojob_ids:  # not patched: check it all
+    memo, patched = columns(cojobs, known_survivors, tables.columns)
+    if not patched:  # check it all
         _check_ids(memo.cojob_ids)
         keys = [id(job.flows) for cj in cojobs for job in cj.jobs]
         if keys != tables.keys:  # other flows than the last snapshot's: look each job's up
