@@ -107,42 +107,56 @@ def _root(par: np.ndarray, v: int) -> int:
     return v
 
 
-@njit(cache=True)
-def _touched(c: Classes, net: Net, k: int) -> None:
-    net.dirty[c.up[k]] = True
-    net.dirty[c.down[k]] = True
+# The active set's bookkeeping takes arrays, not the ``Classes`` and ``Net`` tuples:
+# numba reference-counts every array of a tuple passed to a call (about 0.4 us for
+# ``Net``), more than the work of a call per class or per link here.
 
 
 @njit(cache=True)
-def active_add(c: Classes, net: Net, k: int) -> None:
-    n = c.count[0]
-    c.aset[n] = k
-    c.apos[k] = n
-    c.count[0] = n + 1
-    c.count[2] = 1
-    _touched(c, net, k)
-    u, d = c.up[k], c.down[k]
-    net.deg[u] += 1
-    net.deg[d] += 1
-    ru, rd = _root(net.part, u), _root(net.part, d)
+def _join(
+    k: int, up: np.ndarray, down: np.ndarray, aset: np.ndarray, apos: np.ndarray,
+    count: np.ndarray, dirty: np.ndarray, deg: np.ndarray, par: np.ndarray,
+) -> None:  # fmt: skip
+    """Class ``k`` joins the active set; its links' parts are united."""
+    n = count[0]
+    aset[n] = k
+    apos[k] = n
+    count[0] = n + 1
+    count[2] = 1
+    u, d = up[k], down[k]
+    dirty[u] = dirty[d] = True
+    deg[u] += 1
+    deg[d] += 1
+    ru, rd = _root(par, u), _root(par, d)
     if ru != rd:
-        net.part[max(ru, rd)] = min(ru, rd)
+        par[max(ru, rd)] = min(ru, rd)
+
+
+@njit(cache=True)
+def _leave(
+    k: int, up: np.ndarray, down: np.ndarray, aset: np.ndarray, apos: np.ndarray,
+    count: np.ndarray, rate: np.ndarray, dirty: np.ndarray, deg: np.ndarray,
+    books: np.ndarray,
+) -> None:  # fmt: skip
+    """Class ``k`` leaves the active set with rate 0 (its part is not split)."""
+    i, n = apos[k], count[0] - 1
+    last = aset[n]
+    aset[i] = last
+    apos[last] = i
+    apos[k] = -1
+    count[0] = n
+    count[2] = 1
+    rate[k] = 0.0
+    u, d = up[k], down[k]
+    dirty[u] = dirty[d] = True
+    deg[u] -= 1
+    deg[d] -= 1
+    books[0] += 1
 
 
 @njit(cache=True)
 def active_remove(c: Classes, net: Net, k: int) -> None:
-    i, n = c.apos[k], c.count[0] - 1
-    last = c.aset[n]
-    c.aset[i] = last
-    c.apos[last] = i
-    c.apos[k] = -1
-    c.count[0] = n
-    c.count[2] = 1
-    c.rate[k] = 0.0
-    _touched(c, net, k)
-    net.deg[c.up[k]] -= 1
-    net.deg[c.down[k]] -= 1
-    net.books[0] += 1
+    _leave(k, c.up, c.down, c.aset, c.apos, c.count, c.rate, net.dirty, net.deg, net.books)
 
 
 @njit(cache=True)
@@ -160,7 +174,7 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
     last gathering is counted out in place (one left with no flows stays in the active
     set, taking no capacity, until the active set next changes); another class left
     with none leaves the active set."""
-    _touched(c, net, k)
+    net.dirty[c.up[k]] = net.dirty[c.down[k]] = True
     i = _member(net, k)
     if i >= 0:
         net.m_mult[i] -= lost
@@ -173,23 +187,26 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
 @njit(cache=True)
 def _toggle(c: Classes, net: Net, tol: float) -> None:
     """Open and close links by ``vcap`` and keep the active set in step."""
-    flips = net.work[2]
+    up, down, aset, apos, count, mult, rate = c.up, c.down, c.aset, c.apos, c.count, c.mult, c.rate
+    isopen, vcap, dirty, deg = net.isopen, net.vcap, net.dirty, net.deg
+    par, books = net.part, net.books
+    vstart, vcls, flips = net.vstart, net.vcls, net.work[2]
     nf = 0
-    for v in range(len(net.vcap)):
-        o = net.vcap[v] > tol
-        if o != net.isopen[v]:
-            net.isopen[v] = o
+    for v in range(len(vcap)):
+        o = vcap[v] > tol
+        if o != isopen[v]:
+            isopen[v] = o
             flips[nf] = v
             nf += 1
     for i in range(nf):
         v = flips[i]
-        for j in range(net.vstart[v], net.vstart[v + 1]):
-            k = net.vcls[j]
-            if not net.isopen[v]:
-                if c.apos[k] >= 0:
-                    active_remove(c, net, k)
-            elif c.apos[k] < 0 and c.mult[k] > 0 and net.isopen[c.up[k]] and net.isopen[c.down[k]]:
-                active_add(c, net, k)
+        for j in range(vstart[v], vstart[v + 1]):
+            k = vcls[j]
+            if not isopen[v]:
+                if apos[k] >= 0:
+                    _leave(k, up, down, aset, apos, count, rate, dirty, deg, books)
+            elif apos[k] < 0 and mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:
+                _join(k, up, down, aset, apos, count, dirty, deg, par)
 
 
 @njit(cache=True)
@@ -229,11 +246,26 @@ def _gather(c: Classes, net: Net) -> int:
 
 
 @njit(cache=True)
-def _changed(net: Net, v: int) -> bool:
-    """Whether link ``v``, with classes, got other classes or another capacity since
-    the last filling (a link left with none is dirty only when a class left the active
-    set, which refills anyway)."""
-    return net.deg[v] > 0 and (net.dirty[v] or net.vcap[v] != net.filled[v])
+def _changed(net: Net, mark: bool) -> bool:
+    """Whether a link with classes got other classes or another capacity since the last
+    filling (a link left with none is dirty only when a class left the active set,
+    which refills anyway). With ``mark`` every such link's part is marked to be filled
+    again (``net.redo``, by the roots it sets in ``net.root``); else the first one
+    found answers."""
+    deg, dirty, vcap, filled = net.deg, net.dirty, net.vcap, net.filled
+    par, root, redo = net.part, net.root, net.redo
+    if mark:
+        redo[:] = False
+    found = False
+    for v in range(len(vcap)):
+        if mark:
+            root[v] = _root(par, v)
+        if deg[v] > 0 and (dirty[v] or vcap[v] != filled[v]):
+            if not mark:
+                return True
+            redo[root[v]] = True
+            found = True
+    return found
 
 
 @njit(cache=True)
@@ -255,12 +287,8 @@ def _fill(c: Classes, net: Net) -> None:
             _parts(c, net)
         c.count[2] = 0
         net.books[2] = 0
+    _changed(net, True)
     redo, part = net.redo, net.root
-    redo[:] = False
-    for v in range(len(net.vcap)):
-        part[v] = _root(net.part, v)
-        if _changed(net, v):
-            redo[part[v]] = True
     same = net.books[2] == 1
     for v in range(len(net.vcap)):
         same &= redo[v] == net.last[v]
@@ -301,15 +329,6 @@ def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
 
 
 @njit(cache=True)
-def _moved(net: Net) -> bool:
-    """Whether a part has to be filled again (``_changed``)."""
-    for v in range(len(net.vcap)):
-        if _changed(net, v):
-            return True
-    return False
-
-
-@njit(cache=True)
 def _settled(net: Net, tol: float) -> bool:
     for v in range(len(net.vcap)):
         if net.vnum[v] > 0 and abs(net.again[v] - net.vcap[v]) > tol + 1e-9 * abs(net.vcap[v]):
@@ -327,7 +346,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     _virtual_capacity(net.used, net.cap, q, net.vcap)
     for _ in range(MAX_ROUNDS):
         _toggle(c, net, tol)
-        if c.count[2] or _moved(net):
+        if c.count[2] or _changed(net, False):
             _fill(c, net)  # else the same members in the same capacities: the same rates
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net, tol):
