@@ -18,8 +18,8 @@ from grouper.pda.planning import Planner
 from grouper.pda.policies import knows_survivors
 from grouper.pda.priorities import QueueConfig
 from grouper.pda.snapshot import FlowTables, build_snapshot
+from grouper.simulator.allocator import allocate
 from grouper.simulator.coflow_loop import CoflowLoop
-from grouper.simulator.fast_kernel import Classes, build_classes, class_rates
 from grouper.simulator.fast_state import EPS
 from grouper.simulator.limits import RunLimits
 from grouper.workloads.topology import Topology
@@ -59,7 +59,6 @@ class FlowFastEngine(CoflowLoop):
         self.rate = np.zeros(0)
         self.band = np.zeros(0, np.int64)
         self.rband = np.zeros(0, np.int64)
-        self.cls: Classes | None = None  # the active flows' rate classes (per plan)
 
     # -- arrivals and completions ----------------------------------------------------
     def _start(self, g: int) -> None:
@@ -105,10 +104,6 @@ class FlowFastEngine(CoflowLoop):
         row = offset[g] + self.act - self.f_lo[g]
         self.band = plan.band[row].astype(np.int64)
         self.rband = plan.recv_band[row].astype(np.int64)
-        self.cls = None
-        if self.contention <= 0 and len(self.act):
-            up, down = self.f_src[self.act], self.f_dst[self.act]
-            self.cls = build_classes(up, down, self.band, self.rband)
 
     # -- the loop ------------------------------------------------------------------------
     def _advance(self, nxt: float, limits: RunLimits) -> None:
@@ -121,7 +116,7 @@ class FlowFastEngine(CoflowLoop):
         if len(self.act):
             a = self.act
             flows = (self.f_src[a], self.f_dst[a], self.band, self.rband, self.f_cojob[a])
-            rates = class_rates(self.cls, flows, self.topo.capacity, self.contention, self.rate)
+            rates = flow_rates(flows, self.topo.capacity, self.contention, self.rate)
             pos = rates > 0
             if pos.any():
                 candidates.append(float((self.rem[pos] / rates[pos]).min()))
@@ -138,8 +133,25 @@ class FlowFastEngine(CoflowLoop):
             if not keep.all():
                 self.act, self.rem, self.rate = self.act[keep], left[keep], self.rate[keep]
                 self.band, self.rband = self.band[keep], self.rband[keep]
-                if self.cls is not None:
-                    self.cls.of_flow = self.cls.of_flow[keep]
             else:
                 self.rem = left
         return dt
+
+
+def flow_rates(
+    flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    capacity: np.ndarray,
+    penalty: float,
+    start: np.ndarray,
+) -> np.ndarray:
+    """``allocate``'s rates of flows on a big switch (``flows``: uplink, downlink, band,
+    receiver band, task of each), warm-started from ``start``: each flow crosses its
+    uplink in its band and its downlink in its receiver band."""
+    up, down, band, rband, task = flows
+    n = len(up)
+    pf = np.repeat(np.arange(n, dtype=np.int64), 2)
+    pl = np.empty(2 * n, np.int64)
+    pq = np.empty(2 * n, np.int64)
+    pl[0::2], pl[1::2] = up, down
+    pq[0::2], pq[1::2] = band, rband
+    return allocate((pf, pl), capacity, pq, task, penalty, per_crossing=True, start=start)

@@ -15,8 +15,7 @@ from grouper.pda.priorities import QueueConfig
 from grouper.simulator.engine import Engine
 from grouper.simulator.fast import FastEngine, coflow_shaped
 from grouper.simulator.fast_fill import allocate_classes
-from grouper.simulator.fast_flows import FlowFastEngine
-from grouper.simulator.fast_kernel import build_classes, class_rates
+from grouper.simulator.fast_flows import FlowFastEngine, flow_rates
 from grouper.simulator.fast_state import Flows, _serve, _step_length, empty_classes, rebuild
 from grouper.simulator.run import SIM_POLICIES, engine_for, topology_of
 from grouper.workloads.coflow_trace import parse_coflow_trace, trace_workload
@@ -107,24 +106,6 @@ def test_a_share_kept_leaves_the_fast_path_only_for_the_policies_it_keeps() -> N
         assert isinstance(engine_for(wl, policy, topo, 0.0, cfg), FastEngine), policy
 
 
-@pytest.mark.parametrize("warm", [False, True])
-def test_rates_per_class_are_the_allocators_rates_per_flow(warm: bool) -> None:
-    """Any bands (priority cycles and the worst-queue fallback, about a third of these
-    instances, included), many identical flows: the classes' rates are ``allocate``'s,
-    flow by flow. Seeded instances: hypothesis' small examples rarely hit a fallback
-    with identical flows."""
-    rng = np.random.default_rng(7)
-    cap = np.asarray([1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 2.0, 1.0])
-    for _ in range(1500):
-        a = rng.integers(0, 4, size=(int(rng.integers(1, 30)), 4))
-        up, down, band, rband = a[:, 0], 4 + a[:, 1], a[:, 2], a[:, 3]
-        flows = (up, down, band, rband, np.zeros(len(a), dtype=np.int64))
-        start = rng.uniform(0.0, 1.0, len(a)) if warm else np.zeros(len(a))
-        got = class_rates(build_classes(up, down, band, rband), flows, cap, 0.0, start)
-        want = class_rates(None, flows, cap, 0.0, start)  # allocate, flow by flow
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-
-
 def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None:
     """``fast_fill.allocate_classes`` (the filling over classes whose two queues are
     open, the worst-queue fallback for priority cycles) against ``allocate`` flow by
@@ -150,9 +131,7 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None
         got = np.zeros(n)
         for k in range(len(cls.mult)):
             got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = cls.rate[k]
-        want = class_rates(
-            None, (up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n)
-        )
+        want = flow_rates((up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n))
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert fallbacks > 100  # priority cycles were among them
 
@@ -191,7 +170,7 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
             alive = ~np.isnan(got)
             task = np.zeros(int(alive.sum()), np.int64)
             moving = (up[alive], down[alive], band[alive], rband[alive], task)
-            want = class_rates(None, moving, cap, 0.0, last[alive])
+            want = flow_rates(moving, cap, 0.0, last[alive])
             np.testing.assert_allclose(got[alive], want, rtol=1e-9, atol=1e-12)
             last = np.where(alive, got, 0.0)
             dt = _step_length(cls, t, np.inf)
