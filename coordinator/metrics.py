@@ -33,7 +33,7 @@ class CoordinatorMetrics:
         )
         self.plans_pushed = Counter(
             "grouper_coordinator_plans_pushed_total",
-            "Plans acknowledged by agents, by how they went: whole, or as a delta",
+            "Plans sent to agents (written; with --trace, applied), whole or as a delta",
             ["form"],
             registry=r,
         )
