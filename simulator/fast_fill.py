@@ -53,6 +53,8 @@ class Classes(NamedTuple):
     slack: np.ndarray  # (C,) largest "done" threshold (EPS x size) of its flows
     apos: np.ndarray  # (C,) position in ``aset`` or -1
     aset: np.ndarray  # the active set (both links open)
+    a_up: np.ndarray  # the links of ``aset[i]`` beside it: scanned in order, not by class
+    a_down: np.ndarray
     pos: np.ndarray  # classes with a rate after the last allocation
     count: np.ndarray  # [active classes, classes in pos, active set changed since filled]
 
@@ -92,7 +94,9 @@ class Net(NamedTuple):
     m_pos: np.ndarray  # (C,) a class's index among the members gathered last
     cnt0: np.ndarray  # (V,) flows per link of the members gathered last
     books: np.ndarray  # [classes that left since the parts were found, members gathered,
-    #                     the gathered members are current]
+    #                     the gathered members are current, members left with no flows]
+    gone: np.ndarray  # (C,) the members left with no flows, still in the active set
+    sel: np.ndarray  # (V,) bool: the link's part is filled again (``redo`` by link)
     filled: np.ndarray  # (V,) the capacities of the last filling
     tol: np.ndarray  # [tol]
     worst: np.ndarray  # (C,) the classes by worst queue (the fallback's order, per plan)
@@ -115,15 +119,16 @@ def _root(par: np.ndarray, v: int) -> int:
 @njit(cache=True)
 def _join(
     k: int, up: np.ndarray, down: np.ndarray, aset: np.ndarray, apos: np.ndarray,
-    count: np.ndarray, dirty: np.ndarray, deg: np.ndarray, par: np.ndarray,
+    a_up: np.ndarray, a_down: np.ndarray, count: np.ndarray, dirty: np.ndarray,
+    deg: np.ndarray, par: np.ndarray,
 ) -> None:  # fmt: skip
     """Class ``k`` joins the active set; its links' parts are united."""
     n = count[0]
-    aset[n] = k
+    u, d = up[k], down[k]
+    aset[n], a_up[n], a_down[n] = k, u, d
     apos[k] = n
     count[0] = n + 1
     count[2] = 1
-    u, d = up[k], down[k]
     dirty[u] = dirty[d] = True
     deg[u] += 1
     deg[d] += 1
@@ -135,13 +140,13 @@ def _join(
 @njit(cache=True)
 def _leave(
     k: int, up: np.ndarray, down: np.ndarray, aset: np.ndarray, apos: np.ndarray,
-    count: np.ndarray, rate: np.ndarray, dirty: np.ndarray, deg: np.ndarray,
-    books: np.ndarray,
+    a_up: np.ndarray, a_down: np.ndarray, count: np.ndarray, rate: np.ndarray,
+    dirty: np.ndarray, deg: np.ndarray, books: np.ndarray,
 ) -> None:  # fmt: skip
     """Class ``k`` leaves the active set with rate 0 (its part is not split)."""
     i, n = apos[k], count[0] - 1
     last = aset[n]
-    aset[i] = last
+    aset[i], a_up[i], a_down[i] = last, a_up[n], a_down[n]
     apos[last] = i
     apos[k] = -1
     count[0] = n
@@ -156,7 +161,10 @@ def _leave(
 
 @njit(cache=True)
 def active_remove(c: Classes, net: Net, k: int) -> None:
-    _leave(k, c.up, c.down, c.aset, c.apos, c.count, c.rate, net.dirty, net.deg, net.books)
+    _leave(
+        k, c.up, c.down, c.aset, c.apos, c.a_up, c.a_down, c.count, c.rate, net.dirty,
+        net.deg, net.books,
+    )  # fmt: skip
 
 
 @njit(cache=True)
@@ -172,14 +180,17 @@ def _member(net: Net, k: int) -> int:
 def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
     """Active class ``k`` lost ``lost`` flows: its part is filled again. A member of the
     last gathering is counted out in place (one left with no flows stays in the active
-    set, taking no capacity, until the active set next changes); another class left
-    with none leaves the active set."""
+    set, taking no capacity, until the active set next changes: ``net.gone``); another
+    class left with none leaves the active set."""
     net.dirty[c.up[k]] = net.dirty[c.down[k]] = True
     i = _member(net, k)
     if i >= 0:
         net.m_mult[i] -= lost
         net.cnt0[c.up[k]] -= lost
         net.cnt0[c.down[k]] -= lost
+        if c.mult[k] == 0:
+            net.gone[net.books[3]] = k
+            net.books[3] += 1
     elif c.mult[k] == 0:
         active_remove(c, net, k)
 
@@ -188,6 +199,7 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
 def _toggle(c: Classes, net: Net, tol: float) -> None:
     """Open and close links by ``vcap`` and keep the active set in step."""
     up, down, aset, apos, count, mult, rate = c.up, c.down, c.aset, c.apos, c.count, c.mult, c.rate
+    a_up, a_down = c.a_up, c.a_down
     isopen, vcap, dirty, deg = net.isopen, net.vcap, net.dirty, net.deg
     par, books = net.part, net.books
     vstart, vcls, flips = net.vstart, net.vcls, net.work[2]
@@ -204,9 +216,9 @@ def _toggle(c: Classes, net: Net, tol: float) -> None:
             k = vcls[j]
             if not isopen[v]:
                 if apos[k] >= 0:
-                    _leave(k, up, down, aset, apos, count, rate, dirty, deg, books)
+                    _leave(k, up, down, aset, apos, a_up, a_down, count, rate, dirty, deg, books)
             elif apos[k] < 0 and mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:
-                _join(k, up, down, aset, apos, count, dirty, deg, par)
+                _join(k, up, down, aset, apos, a_up, a_down, count, dirty, deg, par)
 
 
 @njit(cache=True)
@@ -219,8 +231,7 @@ def _parts(c: Classes, net: Net) -> None:
     for v in range(len(par)):
         par[v] = v
     for i in range(c.count[0]):
-        k = c.aset[i]
-        ru, rd = _root(par, c.up[k]), _root(par, c.down[k])
+        ru, rd = _root(par, c.a_up[i]), _root(par, c.a_down[i])
         if ru != rd:
             par[max(ru, rd)] = min(ru, rd)
     net.books[0] = 0
@@ -230,13 +241,15 @@ def _parts(c: Classes, net: Net) -> None:
 def _gather(c: Classes, net: Net) -> int:
     """The members: the active classes of the parts filled again, in ``aset`` order;
     their flows per link (``net.cnt0``) and per-link lists (``links_of``)."""
-    mu, md, mm, mc, part = net.m_up, net.m_down, net.m_mult, net.m_cls, net.root
+    mu, md, mm, mc, sel = net.m_up, net.m_down, net.m_mult, net.m_cls, net.sel
+    aset, a_up, a_down, mult, m_pos = c.aset, c.a_up, c.a_down, c.mult, net.m_pos
     n = 0
-    for i in range(c.count[0]):
-        k = c.aset[i]
-        if net.redo[part[c.up[k]]]:
-            mu[n], md[n], mm[n], mc[n] = c.up[k], c.down[k], c.mult[k], k
-            net.m_pos[k] = n
+    for i in range(c.count[0]):  # in order: the class's arrays only for a member
+        u = a_up[i]
+        if sel[u]:  # a class's two links are in one part
+            k = aset[i]
+            mu[n], md[n], mm[n], mc[n] = u, a_down[i], mult[k], k
+            m_pos[k] = n
             n += 1
     links_of(mu, md, mm, n, len(net.vcap), net)
     net.cnt0[:] = net.cnt
@@ -269,6 +282,27 @@ def _changed(net: Net, mark: bool) -> bool:
 
 
 @njit(cache=True)
+def _drop_gone(c: Classes, net: Net) -> None:
+    """The members left with no flows leave the active set, the one nearest its front
+    first (as a scan of the active set from the front would remove them)."""
+    gone, apos, mult = net.gone, c.apos, c.mult
+    n = net.books[3]
+    while n > 0:
+        best = -1
+        for j in range(n):  # drop those already out; find the one nearest the front
+            k = gone[j]
+            if apos[k] >= 0 and mult[k] == 0 and (best < 0 or apos[k] < apos[gone[best]]):
+                best = j
+        if best < 0:
+            break
+        k = gone[best]
+        n -= 1
+        gone[best] = gone[n]
+        active_remove(c, net, k)
+    net.books[3] = 0
+
+
+@njit(cache=True)
 def _fill(c: Classes, net: Net) -> None:
     """The active classes' rates in ``net.vcap`` (into ``net.k_rate``) and their use per
     link (``net.used``). Max-min filling is separate in parts of the active set that
@@ -277,12 +311,7 @@ def _fill(c: Classes, net: Net) -> None:
     same parts are filled again with the same classes, the members gathered last are
     filled again as they are (``member_lost`` counts them out in place)."""
     if c.count[2]:
-        i = 0
-        while i < c.count[0]:  # classes that lost every flow leave the active set
-            if c.mult[c.aset[i]] == 0:
-                active_remove(c, net, c.aset[i])
-            else:
-                i += 1
+        _drop_gone(c, net)
         if 8 * net.books[0] > c.count[0]:
             _parts(c, net)
         c.count[2] = 0
@@ -292,7 +321,8 @@ def _fill(c: Classes, net: Net) -> None:
     same = net.books[2] == 1
     for v in range(len(net.vcap)):
         same &= redo[v] == net.last[v]
-        if redo[part[v]] or net.deg[v] == 0:
+        net.sel[v] = redo[part[v]]
+        if net.sel[v] or net.deg[v] == 0:
             net.m_used[v] = 0.0
     if same:
         n = net.books[1]

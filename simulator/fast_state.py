@@ -41,7 +41,7 @@ class Flows(NamedTuple):
 
 def empty_classes() -> Classes:
     z, f = np.zeros(0, np.int64), np.zeros(0)
-    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, np.array([0, 0, 1], dtype=np.int64))
+    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, z, z, np.array([0, 0, 1], np.int64))
 
 
 @njit(cache=True)
@@ -95,7 +95,8 @@ def rebuild(
     new_c = Classes(
         up, down, np.diff(starts), starts[:-1].copy(), fs[order], np.zeros(nc), np.zeros(nc),
         least, slack, np.full(nc, -1, np.int64), np.empty(nc, np.int64),
-        np.empty(nc, np.int64), np.array([0, 0, 1], dtype=np.int64),
+        np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
+        np.array([0, 0, 1], dtype=np.int64),
     )  # fmt: skip
     return new_c, _net(up, down, nv, q, cap, used, tol)
 
@@ -129,8 +130,9 @@ def _net(
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc), z.copy(),
         np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.arange(nv),
         np.zeros(nv, np.int64), np.zeros(nv, np.bool_), np.zeros(nv, np.bool_),
-        np.zeros(nc, np.int64), np.zeros(nv, np.int64), np.zeros(3, np.int64), z.copy(),
-        np.full(1, tol), worst, worst_start,
+        np.zeros(nc, np.int64), np.zeros(nv, np.int64), np.zeros(4, np.int64),
+        np.empty(nc, np.int64), np.zeros(nv, np.bool_), z.copy(), np.full(1, tol), worst,
+        worst_start,
     )  # fmt: skip
 
 

@@ -21,15 +21,14 @@ Workspace = Any
 
 @njit(cache=True)
 def _push(hk: np.ndarray, hv: np.ndarray, n: int, key: float, v: int) -> int:
-    i = n
-    hk[i], hv[i] = key, v
+    i = n  # a hole moves up to where the entry goes
     while i > 0:
         p = (i - 1) >> 1
-        if hk[p] <= hk[i]:
+        if hk[p] <= key:
             break
-        hk[p], hk[i] = hk[i], hk[p]
-        hv[p], hv[i] = hv[i], hv[p]
+        hk[i], hv[i] = hk[p], hv[p]
         i = p
+    hk[i], hv[i] = key, v
     return n + 1
 
 
@@ -37,19 +36,19 @@ def _push(hk: np.ndarray, hv: np.ndarray, n: int, key: float, v: int) -> int:
 def _pop(hk: np.ndarray, hv: np.ndarray, n: int) -> tuple[float, int, int]:
     key, v = hk[0], hv[0]
     n -= 1
-    hk[0], hv[0] = hk[n], hv[n]
+    lk, lx = hk[n], hv[n]  # the last entry, placed where the hole from the top stops
     i = 0
     while True:
-        a, b, m = 2 * i + 1, 2 * i + 2, i
-        if a < n and hk[a] < hk[m]:
-            m = a
-        if b < n and hk[b] < hk[m]:
-            m = b
-        if m == i:
+        a = 2 * i + 1
+        if a >= n:
             break
-        hk[m], hk[i] = hk[i], hk[m]
-        hv[m], hv[i] = hv[i], hv[m]
-        i = m
+        if a + 1 < n and hk[a + 1] < hk[a]:
+            a += 1
+        if hk[a] >= lk:
+            break
+        hk[i], hv[i] = hk[a], hv[a]
+        i = a
+    hk[i], hv[i] = lk, lx
     return key, v, n
 
 
