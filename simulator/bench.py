@@ -23,10 +23,24 @@ POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper")
 
 
 def run_one(
+    path: str, policy: str, fraction: float, link_gbps: float, offline: bool, timeout: float,
+    perf_map: bool = False,
+) -> dict:  # fmt: skip
+    """One policy on the first ``fraction`` of the trace (all at time 0: ``offline``);
+    a run past ``timeout`` wall seconds stops and says where it was. With ``perf_map``
+    the process's compiled functions are named for ``perf`` at the end (``perfmap``)."""
+    try:
+        return _run_one(path, policy, fraction, link_gbps, offline, timeout)
+    finally:
+        if perf_map:
+            from grouper.simulator.perfmap import write_perf_map
+
+            print(f"bench: perf map {write_perf_map()}", file=sys.stderr)
+
+
+def _run_one(
     path: str, policy: str, fraction: float, link_gbps: float, offline: bool, timeout: float
 ) -> dict:
-    """One policy on the first ``fraction`` of the trace (all at time 0: ``offline``);
-    a run past ``timeout`` wall seconds stops and says where it was."""
     from dataclasses import replace
 
     import numpy as np
@@ -89,6 +103,7 @@ def _in_child(args: tuple) -> dict:
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
         raise ConfigError("--trace", f"a run failed: {tail[0]}")
+    sys.stderr.write("".join(x + "\n" for x in proc.stderr.splitlines() if x.startswith("bench:")))
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -101,6 +116,7 @@ def bench_simulator(
     json_path: str | None,
     plot: str | None = None,
     timeout: float = math.inf,
+    perf_map: bool = False,
 ) -> int:
     """Every policy at every fraction, one fresh process each; the last fraction's runs
     are ``policies`` in the JSON, every fraction's are in ``growth``."""
@@ -111,7 +127,7 @@ def bench_simulator(
     for fraction in fractions:
         runs = {}
         for p in policies:
-            runs[p] = _in_child((path, p, fraction, link_gbps, offline, timeout))
+            runs[p] = _in_child((path, p, fraction, link_gbps, offline, timeout, perf_map))
             print(f"bench: {fraction:g} {p} {runs[p]['seconds']:.2f} s", file=sys.stderr)
         _vs_fs(runs)
         first = next(iter(runs.values()))
@@ -177,6 +193,10 @@ def add_bench_simulator(add: object) -> None:
     b.add_argument("--offline", action="store_true", help="every coflow at time 0")
     b.add_argument("--timeout", type=float, help="wall seconds per run (stopped runs say where)")
     b.add_argument("--plot", help="PNG: seconds and peak MB against flows, per policy")
+    b.add_argument(
+        "--perf-map", dest="perf_map", action="store_true",
+        help="name numba's compiled functions for `perf report` (/tmp/perf-PID.map per run)",
+    )  # fmt: skip
 
 
 def _cmd(args: argparse.Namespace) -> int:
@@ -196,5 +216,5 @@ def _cmd(args: argparse.Namespace) -> int:
         raise ConfigError("--link-gbps", f"must be in (0, 1e6), got {args.link_gbps!r}")
     return bench_simulator(
         args.trace, policies, fractions, args.link_gbps, args.offline, args.json, args.plot,
-        args.timeout or math.inf,
+        args.timeout or math.inf, args.perf_map,
     )  # fmt: skip
