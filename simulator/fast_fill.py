@@ -30,77 +30,12 @@ at which a closed link saturates (at most ``tol`` per flow).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numba import njit
 
 from grouper.simulator.allocator import MAX_ROUNDS
+from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.progressive import links_of, maxmin
-
-
-class Classes(NamedTuple):
-    """The classes of the flows still moving (rebuilt per plan, ``fast_state``)."""
-
-    up: np.ndarray  # (C,) uplink virtual link
-    down: np.ndarray  # (C,) downlink virtual link
-    mult: np.ndarray  # (C,) flows still moving
-    start: np.ndarray  # (C,) first of the class's flows in ``flow``
-    flow: np.ndarray  # flows, class by class, those still moving first
-    served: np.ndarray  # (C,) bytes every flow of the class was served since the plan
-    rate: np.ndarray  # (C,) rate of each of its flows
-    least: np.ndarray  # (C,) least ``key`` (bytes left + served) of its flows
-    slack: np.ndarray  # (C,) largest "done" threshold (EPS x size) of its flows
-    apos: np.ndarray  # (C,) position in ``aset`` or -1
-    aset: np.ndarray  # the active set (both links open)
-    a_up: np.ndarray  # the links of ``aset[i]`` beside it: scanned in order, not by class
-    a_down: np.ndarray
-    pos: np.ndarray  # classes with a rate after the last allocation
-    count: np.ndarray  # [active classes, classes in pos, active set changed since filled]
-
-
-class Net(NamedTuple):
-    """Per virtual link: capacities, class lists and the filling's workspace."""
-
-    cap: np.ndarray  # (V,) the port's capacity
-    vstart: np.ndarray  # (V+1,) CSR of every class per link
-    vcls: np.ndarray
-    vnum: np.ndarray  # (V,) classes with flows
-    used: np.ndarray  # (V,) rate x flows of its classes (the next allocation's start)
-    vcap: np.ndarray  # (V,) what the queues above leave
-    again: np.ndarray
-    isopen: np.ndarray  # (V,) bool: vcap > tol
-    cnt: np.ndarray  # (V,) int64 workspace (unfrozen flows)
-    res: np.ndarray  # (V,) residual at level ``lv``
-    lv: np.ndarray
-    astart: np.ndarray  # (V+1,) CSR of the active classes per link
-    acls: np.ndarray
-    heap_k: np.ndarray
-    heap_v: np.ndarray
-    work: np.ndarray  # (3, V) int64: cursor, batch, aside / flips
-    m_up: np.ndarray  # (C,) the filling's members: links, flows, class
-    m_down: np.ndarray
-    m_mult: np.ndarray
-    m_cls: np.ndarray
-    m_rate: np.ndarray  # (C,) their rates
-    m_used: np.ndarray  # (V,) rate x flows per link
-    k_rate: np.ndarray  # (C,) each active class's rate at its part's last filling
-    dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
-    part: np.ndarray  # (V,) union-find parents: links joined by active classes
-    root: np.ndarray  # (V,) each link's part at the filling: its root
-    deg: np.ndarray  # (V,) active classes per link
-    redo: np.ndarray  # (V,) bool, per root: the part is filled again
-    last: np.ndarray  # (V,) bool, per root: filled at the last filling
-    m_pos: np.ndarray  # (C,) a class's index among the members gathered last
-    cnt0: np.ndarray  # (V,) flows per link of the members gathered last
-    books: np.ndarray  # [classes that left since the parts were found, members gathered,
-    #                     the gathered members are current, members left with no flows]
-    gone: np.ndarray  # (C,) the members left with no flows, still in the active set
-    sel: np.ndarray  # (V,) bool: the link's part is filled again (``redo`` by link)
-    filled: np.ndarray  # (V,) the capacities of the last filling
-    tol: np.ndarray  # [tol]
-    worst: np.ndarray  # (C,) the classes by worst queue (the fallback's order, per plan)
-    worst_start: np.ndarray  # (q+1,) where each queue's classes start in ``worst``
 
 
 @njit(cache=True)

@@ -17,13 +17,8 @@ import numpy as np
 from numba import njit
 
 from grouper.simulator.allocator_kernel import _group
-from grouper.simulator.fast_fill import (
-    Classes,
-    Net,
-    allocate_classes,
-    by_worst_queue,
-    member_lost,
-)
+from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.fast_fill import allocate_classes, by_worst_queue, member_lost
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-# ``fast_fill.Net``: the arrays used here (read and written) are cnt, res, lv, heap_k,
+# ``fast_classes.Net``: the arrays used here (read and written) are cnt, res, lv, heap_k,
 # heap_v, work, astart, acls, m_rate and m_used; tol is read
 Workspace = Any
 
