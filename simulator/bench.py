@@ -35,7 +35,10 @@ def run_one(
         if perf_map:
             from grouper.simulator.perfmap import write_perf_map
 
-            print(f"bench: perf map {write_perf_map()}", file=sys.stderr)
+            try:
+                print(f"bench: perf map {write_perf_map()}", file=sys.stderr)
+            except OSError as exc:  # the run's result stands without its map
+                print(f"bench: perf map not written: {exc}", file=sys.stderr)
 
 
 def _run_one(
