@@ -75,3 +75,4 @@ class Net(NamedTuple):
     tol: np.ndarray  # [tol]
     worst: np.ndarray  # (C,) the classes by worst queue (the fallback's order, per plan)
     worst_start: np.ndarray  # (q+1,) where each queue's classes start in ``worst``
+    worst_ports: np.ndarray  # (2, C) the up and down ports of ``worst[j]``, beside it

@@ -327,20 +327,25 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
 
 
 @njit(cache=True)
-def by_worst_queue(up: np.ndarray, down: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
-    """The classes sorted by worst queue (counting sort) and where each queue's start:
-    fixed between plans, so the fallback need not sort."""
+def by_worst_queue(
+    up: np.ndarray, down: np.ndarray, q: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The classes sorted by worst queue (counting sort), where each queue's start, and
+    the (up, down) ports of each in that order: fixed between plans, so the fallback
+    need not sort, and reads the ports in order."""
     start = np.zeros(q + 1, np.int64)
     for k in range(len(up)):
         start[max(up[k] % q, down[k] % q) + 1] += 1
     start = np.cumsum(start)
     cur = start[:-1].copy()
     order = np.empty(len(up), np.int64)
+    ports = np.empty((2, len(up)), np.int64)
     for k in range(len(up)):
         b = max(up[k] % q, down[k] % q)
         order[cur[b]] = k
+        ports[0, cur[b]], ports[1, cur[b]] = up[k] // q, down[k] // q
         cur[b] += 1
-    return order, start
+    return order, start, ports
 
 
 @njit(cache=True)
@@ -352,14 +357,15 @@ def _fallback(c: Classes, net: Net, q: int) -> None:
     residual = net.cap[::q].copy()
     tol = net.tol[0]
     mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
+    worst, ports, mult = net.worst, net.worst_ports, c.mult
     n_pos = 0
     for b in range(q):
         n = 0
         for j in range(net.worst_start[b], net.worst_start[b + 1]):
-            k = net.worst[j]
-            pu, pd = c.up[k] // q, c.down[k] // q
-            if c.mult[k] > 0 and residual[pu] > tol and residual[pd] > tol:
-                mu[n], md[n], mm[n], members[n] = pu, pd, c.mult[k], k
+            pu, pd = ports[0, j], ports[1, j]
+            if residual[pu] > tol and residual[pd] > tol and mult[worst[j]] > 0:
+                k = worst[j]
+                mu[n], md[n], mm[n], members[n] = pu, pd, mult[k], k
                 n += 1
         if n == 0:
             continue

@@ -115,7 +115,7 @@ def _net(
             vcls[cur[v]] = k
             cur[v] += 1
     vcap = np.repeat(cap, q)
-    worst, worst_start = by_worst_queue(up, down, q)
+    worst, worst_start, worst_ports = by_worst_queue(up, down, q)
     z = np.zeros(nv)
     return Net(
         vcap, vstart, vcls, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
@@ -127,7 +127,7 @@ def _net(
         np.zeros(nv, np.int64), np.zeros(nv, np.bool_), np.zeros(nv, np.bool_),
         np.zeros(nc, np.int64), np.zeros(nv, np.int64), np.zeros(4, np.int64),
         np.empty(nc, np.int64), np.zeros(nv, np.bool_), z.copy(), np.full(1, tol), worst,
-        worst_start,
+        worst_start, worst_ports,
     )  # fmt: skip
 
 
