@@ -20,6 +20,7 @@ import grpc
 
 from grouper.agent.registry import Event
 from grouper.agent.updates import UpdateSource
+from grouper.common.progress import MAX_PROGRESS_STEP
 from grouper.v1 import agent_pb2 as pb
 
 log = logging.getLogger("grouper.agent")
@@ -85,6 +86,7 @@ class AgentSession:
         if kind == "sync":
             self.interval = max(MIN_INTERVAL, item.interval or 1.0)
             self.heartbeat = max(self.interval, item.heartbeat or 10.0)
+            self.source.step = min(max(item.progress_step, 0.0), MAX_PROGRESS_STEP)
             if (item.epoch, item.seq) != (self.source.epoch, self.source.seq):
                 log.info("coordinator resyncs (it holds update %d of epoch %x)", item.seq,
                          item.epoch)  # fmt: skip

@@ -4,7 +4,10 @@ The state is one :class:`pb.JobState` per job. An :class:`UpdateSource` remember
 last sent (the serialized state of each job), so an update carries only the jobs whose
 state differs and the jobs that are gone. Updates of one agent process share an epoch
 and are numbered from 1; a full update answers every sync and restarts the diff from
-the whole state. Pure: the session loop (``agent.session``) owns time and the stream.
+the whole state. With a progress ``step`` (the coordinator's sync sets it) a job whose
+only change is iterations within one step of its stage is not a change
+(``common.progress``); what is sent is always the job's state now. Pure: the session
+loop (``agent.session``) owns time and the stream.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
+from grouper.common.progress import reported_done
 from grouper.v1 import agent_pb2 as pb
 
 JobKey = tuple[str, str]
@@ -29,6 +33,7 @@ class UpdateSource:
         self.seq = 0
         self.sent: dict[JobKey, bytes] | None = None  # None until the first sync
         self.header: tuple[int, bool] = (0, False)  # plan version and priorities, as sent
+        self.step = 0.0  # progress reported in steps of this share of a stage (0: exact)
 
     @property
     def synced(self) -> bool:
@@ -37,7 +42,7 @@ class UpdateSource:
     def full(
         self, jobs: dict[JobKey, pb.JobState], plan_version: int, active: bool
     ) -> pb.StateUpdate:
-        self.sent = {k: js.SerializeToString(deterministic=True) for k, js in jobs.items()}
+        self.sent = {k: self._key(js) for k, js in jobs.items()}
         self.header = (plan_version, active)
         return self._update(True, [jobs[k] for k in sorted(jobs)], [], plan_version, active, ())
 
@@ -56,7 +61,7 @@ class UpdateSource:
             raise RuntimeError("delta before the first sync")
         changed, now = [], {}
         for k in sorted(jobs):
-            raw = jobs[k].SerializeToString(deterministic=True)
+            raw = self._key(jobs[k])
             now[k] = raw
             if self.sent.get(k) != raw:
                 changed.append(jobs[k])
@@ -67,6 +72,18 @@ class UpdateSource:
             return None
         self.sent, self.header = now, header
         return self._update(False, changed, removed, plan_version, active, events)
+
+    def _key(self, js: pb.JobState) -> bytes:
+        """What a job's state is compared by: its bytes, with the iterations done as
+        reported in steps (the state itself when they are on a step)."""
+        if self.step > 0:
+            done = reported_done(js.iterations_done, js.job.stage_iterations, self.step)
+            if done != js.iterations_done:
+                stepped = pb.JobState()
+                stepped.CopyFrom(js)
+                stepped.iterations_done = done
+                js = stepped
+        return js.SerializeToString(deterministic=True)
 
     def _update(
         self,

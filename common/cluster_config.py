@@ -16,6 +16,7 @@ from typing import Any
 from grouper.common import limits as L
 from grouper.common import validate as v
 from grouper.common.errors import ConfigError, short
+from grouper.common.progress import MAX_PROGRESS_STEP
 from grouper.common.queues import QueueConfig
 from grouper.common.scheduling import POLICIES, parse_admission, parse_queues
 from grouper.common.yamlfile import load_yaml_file
@@ -44,6 +45,9 @@ class SchedulingConfig:
     # weighted completion bound is within this share of PDA's new order (0: never;
     # docs/coordinator.md, "A steadier order", has the measurements behind 0.001)
     keep_order_within: float = 0.001
+    # agents report a job's progress in steps of this share of its stage (0: every
+    # change; docs/coordinator.md, "Progress in steps", has the cost at scale)
+    progress_step: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -261,7 +265,7 @@ def _host(item: Any, path: str) -> HostConfig:
 
 
 def _scheduling(raw: Any) -> SchedulingConfig:
-    keys = ("policy", "period", "event_driven", "min_gap", "keep_order_within")
+    keys = ("policy", "period", "event_driven", "min_gap", "keep_order_within", "progress_step")
     m = v.mapping(raw, "scheduling", keys)
     policy = v.choice(m.get("policy", "grouper"), "scheduling.policy", POLICIES)
     period = v.number(
@@ -282,7 +286,13 @@ def _scheduling(raw: Any) -> SchedulingConfig:
         minimum=0,
         maximum=1,
     )
-    return SchedulingConfig(policy, period, event, gap, keep)
+    step = v.number(
+        m.get("progress_step", SchedulingConfig.progress_step),
+        "scheduling.progress_step",
+        minimum=0,
+        maximum=MAX_PROGRESS_STEP,
+    )
+    return SchedulingConfig(policy, period, event, gap, keep, step)
 
 
 def _against_period(failure: FailureConfig, period: float) -> None:

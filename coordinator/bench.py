@@ -37,6 +37,17 @@ from grouper.coordinator.loop import Coordinator, CycleStats
 DELIVERY = ("update", "result")  # acknowledged by the next update, or by a result
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """What a bench run varies besides its size."""
+
+    changed: float = 1.0  # share of the jobs progressing per period
+    iterations: int = 1  # iterations each of them gains per period
+    delivery: str = "update"
+    keep: float = SchedulingConfig.keep_order_within  # scheduling.keep_order_within
+    step: float = 0.0  # scheduling.progress_step
+
+
 @dataclass
 class Period:
     stats: CycleStats
@@ -47,14 +58,14 @@ class Period:
     changed_hosts: int  # hosts whose plan differs from the last cycle's
 
 
-def _config(hosts: list[str], port: int, period: float, keep: float) -> Any:
+def _config(hosts: list[str], port: int, period: float, keep: float, step: float = 0.0) -> Any:
     """The cluster: every agent is the fleet's server, told apart by the header (a
     config names one endpoint per host: they are set after parsing)."""
     cfg = parse_cluster_config(
         cluster_doc(
             [(h, f"10.{i // 250}.{i % 250}.1", "eth0") for i, h in enumerate(hosts)],
             cluster="bench",
-            scheduling={"period": period, "keep_order_within": keep},
+            scheduling={"period": period, "keep_order_within": keep, "progress_step": step},
             failure={"agent_timeout": 600, "plan_ttl": 3600},
         )
     )
@@ -84,11 +95,11 @@ async def _period(coord: Coordinator, conn: Any) -> Period:
     return Period(stats, acked, cpu, fleet_cpu, sent, changed)
 
 
-async def _run(agents: int, stages: int, runs: int, delivery: str, conn: Any, port: int,
-               hosts: list[str], keep: float) -> dict:  # fmt: skip
+async def _run(agents: int, runs: int, knobs: Knobs, conn: Any, port: int,
+               hosts: list[str]) -> dict:  # fmt: skip
     raise_nofile(agents)
-    cfg = _config(hosts, port, 1.0, keep)
-    coord = Coordinator(cfg, rpc_timeout=60.0, quiet=delivery == "update")
+    cfg = _config(hosts, port, 1.0, knobs.keep, knobs.step)
+    coord = Coordinator(cfg, rpc_timeout=60.0, quiet=knobs.delivery == "update")
     try:
         t0 = time.perf_counter()
         coord.start_sessions()
@@ -102,8 +113,10 @@ async def _run(agents: int, stages: int, runs: int, delivery: str, conn: Any, po
         await coord.close()
     result = _result(agents, synced, sync_s, first, periods)
     result["empty_push_seconds"], result["empty_push_acknowledged"] = floor, acked
-    result["delivery"] = delivery
-    result["keep_order_within"], result["orders_kept"] = keep, kept
+    result["delivery"] = knobs.delivery
+    result["keep_order_within"], result["orders_kept"] = knobs.keep, kept
+    result["changed"], result["iterations"] = knobs.changed, knobs.iterations
+    result["progress_step"] = knobs.step
     return result
 
 
@@ -160,30 +173,30 @@ def _result(agents: int, synced: int, sync_s: float, first: CycleStats,
     }
 
 
-def bench_coordinator(agents: int, stages: int, seed: int, runs: int, changed: float,
-                      json_path: str | None, delivery: str = "update",
-                      keep: float | None = None) -> int:  # fmt: skip
+def bench_coordinator(agents: int, stages: int, seed: int, runs: int, json_path: str | None,
+                      knobs: Knobs = Knobs()) -> int:  # fmt: skip
     if agents < 2:
         raise ConfigError("--agents", f"must be at least 2, got {agents}")
-    if not 0.0 <= changed <= 1.0:
-        raise ConfigError("--changed", f"must be within [0, 1], got {changed}")
-    if delivery not in DELIVERY:
-        raise ConfigError("--delivery", f"must be one of {', '.join(DELIVERY)}, got {delivery!r}")
-    if keep is None:  # as a cluster config that does not say
-        keep = SchedulingConfig.keep_order_within
+    if not 0.0 <= knobs.changed <= 1.0:
+        raise ConfigError("--changed", f"must be within [0, 1], got {knobs.changed}")
+    if knobs.delivery not in DELIVERY:
+        raise ConfigError(
+            "--delivery", f"must be one of {', '.join(DELIVERY)}, got {knobs.delivery!r}"
+        )
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
-    fleet = ctx.Process(target=fleet_main, args=(there, agents, stages, seed, changed))
+    fleet = ctx.Process(
+        target=fleet_main, args=(there, agents, stages, seed, knobs.changed, knobs.iterations)
+    )
     fleet.start()
     try:
         port, hosts = here.recv()
-        result = asyncio.run(_run(agents, stages, max(runs, 3), delivery, here, port, hosts, keep))
+        result = asyncio.run(_run(agents, max(runs, 3), knobs, here, port, hosts))
         here.send("stop")
     finally:
         fleet.join(timeout=30)
         if fleet.is_alive():
             fleet.kill()
-    result["changed"] = changed
     write_json(result, json_path)
     if json_path != "-":
         print(_summary(result))

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 import numpy as np
 
+from grouper.common.progress import reported_done
 from grouper.v1 import agent_pb2 as pb
 from grouper.workloads.random_instance import random_cojobs
 
@@ -59,7 +60,9 @@ def fleet_states(hosts: int, stages: int, seed: int) -> dict[str, dict[Key, pb.J
 class Fleet:
     """Every virtual agent's end of the Session."""
 
-    def __init__(self, hosts: int, stages: int, seed: int, changed: float) -> None:
+    def __init__(
+        self, hosts: int, stages: int, seed: int, changed: float, iterations: int = 1
+    ) -> None:
         self.states = fleet_states(hosts, stages, seed)
         self.holders: dict[Key, list[str]] = {}
         for h, jobs in self.states.items():
@@ -67,12 +70,14 @@ class Fleet:
                 self.holders.setdefault(key, []).append(h)
         self.keys = sorted(self.holders)
         self.changed = changed
+        self.iterations = iterations  # each changing job's iterations per period
         self.rng = np.random.default_rng(seed)
         self.seq = dict.fromkeys(self.states, 0)
         self.version = dict.fromkeys(self.states, 0)  # the plan each agent holds
         self.plans: dict[str, dict[str, tuple[int, int]]] = {}  # and its flows
         self.unacked: set[str] = set()  # applied a plan acknowledged by update
         self.interval = 0.25
+        self.step = 0.0  # progress in steps of a stage, as the coordinator's sync says
         self.out: dict[str, asyncio.Queue[bytes]] = {}
 
     def _update(self, host: str, full: bool, jobs: list[pb.JobState]) -> bytes:
@@ -83,7 +88,7 @@ class Fleet:
         return pb.SessionReply(update=up).SerializeToString()
 
     def progress(self) -> int:
-        """One period's progress: a share of all jobs gains an iteration. Updates sent."""
+        """One period's progress: a share of all jobs gains ``iterations``. Updates sent."""
         n = round(self.changed * len(self.keys))
         picked = self.rng.choice(len(self.keys), size=n, replace=False) if n else []
         touched: dict[str, list[pb.JobState]] = {}
@@ -91,8 +96,12 @@ class Fleet:
             key = self.keys[int(i)]
             for h in self.holders[key]:
                 js = self.states[h][key]
-                js.iterations_done = min(js.iterations_done + 1, sum(js.job.stage_iterations))
-                touched.setdefault(h, []).append(js)
+                stages, was = js.job.stage_iterations, js.iterations_done
+                js.iterations_done = min(was + self.iterations, sum(stages))
+                if self.step <= 0 or reported_done(js.iterations_done, stages, self.step) != (
+                    reported_done(was, stages, self.step)
+                ):  # a real agent's ``UpdateSource``: a change only once a step is crossed
+                    touched.setdefault(h, []).append(js)
         for h, jobs in touched.items():
             if h in self.out:
                 self.out[h].put_nowait(self._update(h, False, jobs))
@@ -145,6 +154,7 @@ class Fleet:
                         q.put_nowait(pb.SessionReply(result=res).SerializeToString())
                 elif req.HasField("sync"):
                     self.interval = req.sync.interval or self.interval
+                    self.step = req.sync.progress_step
                     q.put_nowait(self._update(host, True, list(self.states[host].values())))
 
         reader = asyncio.create_task(read())
@@ -167,12 +177,14 @@ def raise_nofile(agents: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8 * agents + 1024)), hard))
 
 
-def fleet_main(conn: Any, agents: int, stages: int, seed: int, changed: float) -> None:
+def fleet_main(
+    conn: Any, agents: int, stages: int, seed: int, changed: float, iterations: int = 1
+) -> None:
     """The fleet's process: serves until told "stop" on ``conn``."""
 
     async def main() -> None:
         raise_nofile(agents)
-        fleet = Fleet(agents, stages, seed, changed)
+        fleet = Fleet(agents, stages, seed, changed, iterations)
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((fleet.handler(),))
         port = server.add_insecure_port("127.0.0.1:0")

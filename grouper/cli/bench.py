@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from grouper.cli import argtypes as T
+from grouper.common.progress import MAX_PROGRESS_STEP
 from grouper.simulator.bench import add_bench_simulator
 
 
@@ -27,12 +28,15 @@ def _cmd_bench_agent(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
-    from grouper.coordinator.bench import bench_coordinator
+    from grouper.common.cluster_config import SchedulingConfig
+    from grouper.coordinator.bench import Knobs, bench_coordinator
 
-    return bench_coordinator(
-        args.agents, args.stages, args.seed, args.runs, args.changed, args.json, args.delivery,
-        args.keep_order_within,
+    keep = args.keep_order_within
+    knobs = Knobs(
+        args.changed, args.iterations, args.delivery,
+        SchedulingConfig.keep_order_within if keep is None else keep, args.progress_step,
     )  # fmt: skip
+    return bench_coordinator(args.agents, args.stages, args.seed, args.runs, args.json, knobs)
 
 
 def _cmd_bench_reaction(args: argparse.Namespace) -> int:
@@ -92,6 +96,19 @@ def _add_planning_benches(add: T.Add) -> None:
     bc.add_argument("--runs", type=RUNS, default=3, help="timed runs (min 3)")
     bc.add_argument(
         "--changed", type=T.FRACTION, default=1.0, help="share of jobs progressing per period"
+    )
+    bc.add_argument(
+        "--iterations",
+        type=T.count(1, 10**6),
+        default=1,
+        help="iterations each progressing job gains per period",
+    )
+    bc.add_argument(
+        "--progress-step",
+        dest="progress_step",
+        type=T.real(0.0, MAX_PROGRESS_STEP),
+        default=0.0,
+        help="the cluster's scheduling.progress_step (0: agents report every change)",
     )
     bc.add_argument(
         "--delivery",

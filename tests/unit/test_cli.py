@@ -101,6 +101,18 @@ def test_bench_coordinator_keeps_orders_within_a_margin():
     assert out["hosts_changed"] == 0
 
 
+def test_bench_coordinator_agents_report_progress_in_the_clusters_steps():
+    """Every job gains 5 iterations a period (stages of 500-4000): with a step of 10% of
+    a stage the fleet, told the step by the coordinator's sync as real agents are,
+    reports a job only every 10-80 periods, and fewer agents update per period."""
+    args = ["--agents", "20", "--stages", "100", "--iterations", "5", "--json", "-"]
+    every = json.loads(run("bench", "coordinator", *args))
+    stepped = json.loads(run("bench", "coordinator", *args, "--progress-step", "0.1"))
+    assert every["progress_step"] == 0 and stepped["progress_step"] == 0.1
+    assert every["updates_per_period"] == 20
+    assert stepped["updates_per_period"] < 10
+
+
 def test_bench_pda_small():
     out = json.loads(run("bench", "pda", "--hosts", "20", "--stages", "50", "--json", "-"))
     assert out["stages"] == 50 and out["hosts"] == 20 and out["nonzeros"] > 0

@@ -140,3 +140,24 @@ def test_plans_queued_behind_an_event_are_answered_in_their_order():
         ]
 
     assert asyncio.run(run()) == ["update:1", "plan:1", "update:1", "plan:2"]
+
+
+def test_a_sync_sets_the_progress_step_within_bounds():
+    """The coordinator's ``progress_step`` reaches the agent's update source with its
+    sync (clamped to [0, MAX_PROGRESS_STEP]); a sync without one reports every change."""
+    from grouper.agent.session import AgentSession
+    from grouper.agent.updates import UpdateSource
+    from grouper.common.progress import MAX_PROGRESS_STEP
+
+    async def steps() -> list[float]:
+        session = AgentSession(FakeCore("h1"), UpdateSource("h1", 5), lambda: {}, None)
+        out = []
+        for step in (0.05, 7.0, -1.0, None):
+            sync = pb.SyncRequest(interval=0.5) if step is None else pb.SyncRequest(
+                interval=0.5, progress_step=step)  # fmt: skip
+            replies = await session._handle("sync", sync, None)
+            assert replies[0].update.full
+            out.append(session.source.step)
+        return out
+
+    assert asyncio.run(steps()) == [0.05, MAX_PROGRESS_STEP, 0.0, 0.0]
