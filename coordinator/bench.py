@@ -43,6 +43,7 @@ class Knobs:
 
     changed: float = 1.0  # share of the jobs progressing per period
     iterations: int = 1  # iterations each of them gains per period
+    spread: bool = True  # jobs somewhere in their first stage (else all at iteration 0)
     delivery: str = "update"
     keep: float = SchedulingConfig.keep_order_within  # scheduling.keep_order_within
     step: float = 0.0  # scheduling.progress_step
@@ -55,6 +56,7 @@ class Period:
     cpu_s: float  # the coordinator's, from the fleet's progress to the last acknowledgement
     fleet_cpu_s: float
     updates: int
+    job_states: int  # in those updates
     changed_hosts: int  # hosts whose plan differs from the last cycle's
 
 
@@ -78,7 +80,7 @@ async def _period(coord: Coordinator, conn: Any) -> Period:
     cpu0 = time.process_time()
     fleet0 = await loop.run_in_executor(None, _ask, conn, "cpu")
     coord.updates = 0
-    sent = await loop.run_in_executor(None, _ask, conn, "tick")
+    sent, states = await loop.run_in_executor(None, _ask, conn, "tick")
     await _until(lambda s=sent: coord.updates >= s, 60)
     # a plan within a period of the last fresh order keeps that order (and pushes
     # nothing new): each measured cycle orders afresh
@@ -92,7 +94,7 @@ async def _period(coord: Coordinator, conn: Any) -> Period:
     cpu = time.process_time() - cpu0
     fleet_cpu = await loop.run_in_executor(None, _ask, conn, "cpu") - fleet0
     changed = sum(1 for h, p in after.items() if before.get(h) != p)
-    return Period(stats, acked, cpu, fleet_cpu, sent, changed)
+    return Period(stats, acked, cpu, fleet_cpu, sent, states, changed)
 
 
 async def _run(agents: int, runs: int, knobs: Knobs, conn: Any, port: int,
@@ -116,6 +118,7 @@ async def _run(agents: int, runs: int, knobs: Knobs, conn: Any, port: int,
     result["delivery"] = knobs.delivery
     result["keep_order_within"], result["orders_kept"] = knobs.keep, kept
     result["changed"], result["iterations"] = knobs.changed, knobs.iterations
+    result["started"] = "spread" if knobs.spread else "together"
     result["progress_step"] = knobs.step
     return result
 
@@ -160,9 +163,11 @@ def _result(agents: int, synced: int, sync_s: float, first: CycleStats,
         "fleet_cpu_seconds": med.fleet_cpu_s,
         "fleet_cpu_seconds_per_period": med.fleet_cpu_s,
         "updates_per_period": med.updates,
+        "job_states_per_period": med.job_states,
         "plans_pushed": s.pushed,
         "hosts_changed": med.changed_hosts,
         "hosts_changed_share": med.changed_hosts / agents,
+        "hosts_changed_per_period": [p.changed_hosts for p in periods],
         "agents": agents,
         "agents_synced": synced,
         "initial_sync_seconds": sync_s,
@@ -186,7 +191,8 @@ def bench_coordinator(agents: int, stages: int, seed: int, runs: int, json_path:
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
     fleet = ctx.Process(
-        target=fleet_main, args=(there, agents, stages, seed, knobs.changed, knobs.iterations)
+        target=fleet_main,
+        args=(there, agents, stages, seed, knobs.changed, knobs.iterations, knobs.spread),
     )
     fleet.start()
     try:

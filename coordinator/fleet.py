@@ -61,14 +61,24 @@ class Fleet:
     """Every virtual agent's end of the Session."""
 
     def __init__(
-        self, hosts: int, stages: int, seed: int, changed: float, iterations: int = 1
-    ) -> None:
+        self, hosts: int, stages: int, seed: int, changed: float, iterations: int = 1,
+        spread: bool = True,
+    ) -> None:  # fmt: skip
         self.states = fleet_states(hosts, stages, seed)
         self.holders: dict[Key, list[str]] = {}
         for h, jobs in self.states.items():
             for key in jobs:
                 self.holders.setdefault(key, []).append(h)
         self.keys = sorted(self.holders)
+        # ``spread``: jobs started at different times, each somewhere in its first stage
+        # (the same on all its hosts), so steps are crossed and stages end at different
+        # periods, as on a cluster; else all at iteration 0 (no stage ends for a while)
+        phase = np.random.default_rng(seed + 1)
+        for key in self.keys if spread else ():
+            states = [self.states[h][key] for h in self.holders[key]]
+            done = int(phase.integers(0, states[0].job.stage_iterations[0]))
+            for js in states:
+                js.iterations_done = done
         self.changed = changed
         self.iterations = iterations  # each changing job's iterations per period
         self.rng = np.random.default_rng(seed)
@@ -87,8 +97,9 @@ class Fleet:
                             plan_version=self.version[host], priorities_active=True)  # fmt: skip
         return pb.SessionReply(update=up).SerializeToString()
 
-    def progress(self) -> int:
-        """One period's progress: a share of all jobs gains ``iterations``. Updates sent."""
+    def progress(self) -> tuple[int, int]:
+        """One period's progress: a share of all jobs gains ``iterations``. The updates
+        sent, and the job states in them."""
         n = round(self.changed * len(self.keys))
         picked = self.rng.choice(len(self.keys), size=n, replace=False) if n else []
         touched: dict[str, list[pb.JobState]] = {}
@@ -105,7 +116,7 @@ class Fleet:
         for h, jobs in touched.items():
             if h in self.out:
                 self.out[h].put_nowait(self._update(h, False, jobs))
-        return len(touched)
+        return len(touched), sum(map(len, touched.values()))
 
     def apply(self, host: str, plan: pb.Plan) -> pb.ApplyResult | None:
         """Check and hold a plan as an agent does; the result to send, if any."""
@@ -178,13 +189,14 @@ def raise_nofile(agents: int) -> None:
 
 
 def fleet_main(
-    conn: Any, agents: int, stages: int, seed: int, changed: float, iterations: int = 1
-) -> None:
+    conn: Any, agents: int, stages: int, seed: int, changed: float, iterations: int = 1,
+    spread: bool = True,
+) -> None:  # fmt: skip
     """The fleet's process: serves until told "stop" on ``conn``."""
 
     async def main() -> None:
         raise_nofile(agents)
-        fleet = Fleet(agents, stages, seed, changed, iterations)
+        fleet = Fleet(agents, stages, seed, changed, iterations, spread)
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((fleet.handler(),))
         port = server.add_insecure_port("127.0.0.1:0")

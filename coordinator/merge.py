@@ -10,7 +10,10 @@ The :class:`Merger` keeps every host's part of every job and redoes only what ch
 the jobs named by :meth:`Merger.set_host`, and the cojobs holding them or whose stages
 started. Registrations are immutable once accepted, so a job's flows are built once
 per set of validated templates (:class:`_Built`); unchanged cojobs keep their
-:class:`Cojob` objects, which the snapshot's caches key on.
+:class:`Cojob` objects, which the snapshot's caches key on. Progress is kept apart,
+in the model's ``job_done`` array (the jobs carry 0): on a cluster every running job
+progresses every period, and a job's progress then costs one write into the array,
+not a new job and cojob.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
+
+import numpy as np
 
 from grouper.common.flows import host_flow_id, inbound_key, parse_port_flow
 from grouper.coordinator.snapshot import JobReport, Model, ReportedFlow, ReportedJob
@@ -40,7 +45,7 @@ class _Built:
     src: list[str]
     inbound_dst: list[int]  # receiving host's index for port-matched flows, else -1
     inbound_key: list[str]
-    job: Job | None = None  # the last Job built from these parts (immutable; reused)
+    job: Job | None = None  # the Job built from these parts (done 0: progress is apart)
 
 
 @dataclass
@@ -56,6 +61,7 @@ class _Member:
 class _CojobEntry:
     cojob: Cojob
     members: list[_Member]  # in job id order
+    total: int  # iterations of all its stages: a job's progress is counted up to it
     builts: list[_Built]  # its jobs' flows, in member order
     ids: list[str]
     src: list[str]
@@ -73,12 +79,15 @@ class Merger:
         self.entries: dict[str, _CojobEntry] = {}
         self.dirty_jobs: set[JobKey] = set()  # their hosts, templates or ends changed
         self.progressed: set[JobKey] = set()  # only the iterations done of some host
+        self.moved: set[JobKey] = set()  # jobs whose progress (min over hosts) changed
         self.dirty_cojobs: set[str] = set()
         self.regrouped: set[str] = set()  # cojobs whose members changed (not only progress)
         self.touched: set[str] = set()  # cojobs whose stage start times changed
         self.restructured = False  # a cojob came, went or changed its flow rows
         self.order: list[str] = []  # cojob ids by (arrival, id)
         self.position: dict[str, int] = {}  # and where each is in it
+        self.row: dict[JobKey, int] = {}  # each scheduled job's entry in ``done``
+        self.done = np.zeros(0, np.int64)  # their progress, as the model's ``job_done``
         self.last: Model | None = None
 
     def set_host(self, host: str, jobs: dict[JobKey, JobReport], changed: Iterable[JobKey]) -> None:
@@ -123,6 +132,7 @@ class Merger:
             self.order = sorted(entries, key=lambda c: (entries[c].cojob.arrival, c))
             self.position = {c: i for i, c in enumerate(self.order)}
             order = [entries[c] for c in self.order]
+            self._index(order)
             last = Model(
                 self.hosts,
                 [e.cojob for e in order],
@@ -130,16 +140,38 @@ class Merger:
                 list(chain.from_iterable(e.src for e in order)),
                 list(chain.from_iterable(e.inbound_dst for e in order)),
                 list(chain.from_iterable(e.inbound_key for e in order)),
+                job_done=self.done.copy(),
             )
-        else:  # progress only: the same flow rows (the same lists, which callers may key on)
+        else:  # the same flow rows (the same lists, which callers may key on)
             cojobs = list(last.cojobs)  # and the cojobs rebuilt written in
             for cid in rebuilt:
                 at = self.position.get(cid)  # none: a cojob never scheduled (no flows)
                 if at is not None:
                     cojobs[at] = entries[cid].cojob
-            last = dataclasses.replace(last, cojobs=cojobs)
+                    self.moved.update((cid, m.template.job_id) for m in entries[cid].members)
+            self._write_moved()
+            last = dataclasses.replace(last, cojobs=cojobs, job_done=self.done.copy())
+        self.moved = set()
         self.last, self.restructured = last, False
         return last
+
+    def _index(self, order: list[_CojobEntry]) -> None:
+        """Each job's entry in the progress array, and the array, anew."""
+        self.row = {
+            (e.cojob.cojob_id, m.template.job_id): i
+            for i, (e, m) in enumerate((e, m) for e in order for m in e.members)
+        }
+        self.done = np.fromiter(
+            (min(m.done, e.total) for e in order for m in e.members), np.int64, len(self.row)
+        )
+
+    def _write_moved(self) -> None:
+        """The progress of the jobs that moved, into the array (same rows as before)."""
+        for key in self.moved:
+            at = self.row.get(key)
+            member = self.members.get(key[0], {}).get(key[1])
+            if at is not None and member is not None:
+                self.done[at] = min(member.done, self.entries[key[0]].total)
 
     def _merge_job(self, key: JobKey) -> None:
         cid, jid = key
@@ -176,7 +208,7 @@ class Merger:
         done = min([r.iterations_done for r in self.parts[key].values()])
         if done != member.done:
             member.done = done
-            self.dirty_cojobs.add(cid)
+            self.moved.add(key)
 
     def _build_cojob(self, cid: str, started_at: dict[tuple[str, int], float]) -> None:
         jobs = self.members.get(cid)
@@ -185,21 +217,17 @@ class Merger:
                 self.restructured = True
             return
         old = self.entries.get(cid)
-        if old is not None and cid not in self.regrouped and cid not in self.touched:
-            self._progress_cojob(cid, old)
-            return
         members = [jobs[j] for j in sorted(jobs)]
         stages = max((m.template.stage_iterations for m in members), key=len)
         arrival = min(m.built.arrival for m in members)
         total = sum(stages)
         built_jobs = []
         for m in members:
-            done = min(m.done, total)
             b = m.built
-            if b.job is None or b.job.done != done:  # immutable: rebuilt on progress
-                b.job = Job(m.template.job_id, "flows", b.flows,
-                            compute_time=m.template.compute_time, done=done,
-                            weight=m.template.weight)  # fmt: skip
+            if b.job is None:  # immutable, and progress is apart: built once
+                t = m.template
+                b.job = Job(t.job_id, "flows", b.flows, compute_time=t.compute_time,
+                            weight=t.weight)  # fmt: skip
             built_jobs.append(b.job)
         started = tuple([started_at.get((cid, k + 1), math.inf) for k in range(len(stages))])
         if (
@@ -210,6 +238,7 @@ class Merger:
             and all(a is b for a, b in zip(old.cojob.jobs, built_jobs, strict=True))
         ):
             old.members = members  # the very same jobs: keep the cojob object
+            self.moved.update((cid, m.template.job_id) for m in members)
             return
         cojob = Cojob(cid, stages, tuple(built_jobs), arrival, started)
         builts = [m.built for m in members]
@@ -219,37 +248,20 @@ class Merger:
             and all(a is b for a, b in zip(old.builts, builts, strict=True))
         ):  # progress only: the same flow rows
             self.entries[cid] = _CojobEntry(
-                cojob, members, builts, old.ids, old.src, old.inbound_dst, old.inbound_key
+                cojob, members, total, builts, old.ids, old.src, old.inbound_dst, old.inbound_key
             )
             return
         self.restructured = True
         self.entries[cid] = _CojobEntry(
             cojob,
             members,
+            total,
             builts,
             [i for b in builts for i in b.ids],
             [s for b in builts for s in b.src],
             [x for b in builts for x in b.inbound_dst],
             [x for b in builts for x in b.inbound_key],
         )
-
-    def _progress_cojob(self, cid: str, old: _CojobEntry) -> None:
-        """The same members, stages and start times: only some jobs' progress moved."""
-        cj = old.cojob
-        total = sum(cj.stage_iterations)
-        jobs = list(cj.jobs)  # jobs[i] is old.members[i].built.job
-        changed = False
-        for i, m in enumerate(old.members):
-            done = min(m.done, total)
-            if jobs[i].done != done:
-                b = m.built
-                b.job = jobs[i] = Job(m.template.job_id, "flows", b.flows,
-                                      compute_time=m.template.compute_time, done=done,
-                                      weight=m.template.weight)  # fmt: skip
-                changed = True
-        if changed:
-            cojob = Cojob(cid, cj.stage_iterations, tuple(jobs), cj.arrival, cj.stage_started)
-            self.entries[cid] = dataclasses.replace(old, cojob=cojob)
 
 
 def merge_reports(

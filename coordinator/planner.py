@@ -54,7 +54,8 @@ def plan_hosts(
     flow rows: only progress moved), only the rows whose band or DSCP changed are patched
     into copies of its plans; the other hosts keep their plan objects."""
     t0 = time.perf_counter()
-    snap = build_snapshot(model.cojobs, model.hosts, known_survivors=False, tables=tables)
+    snap = build_snapshot(model.cojobs, model.hosts, known_survivors=False, tables=tables,
+                          job_done=model.job_done)  # fmt: skip
     t1 = time.perf_counter()
     pr = planner.plan(snap, now)
     t2 = time.perf_counter()

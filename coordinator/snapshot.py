@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
+import numpy as np
+
 from grouper.pda.model import Cojob
 
 
@@ -62,3 +64,7 @@ class Model:
     # key (the receiver's ACKs and handshakes on it are ours); -1 and "" for host flows
     flow_inbound_dst: list[int] = field(default_factory=list)
     flow_inbound_key: list[str] = field(default_factory=list)
+    # iterations done of every job, cojob by cojob in ``cojobs`` order: the merger keeps
+    # progress here, not in the jobs (they carry 0), so that progress rebuilds no object;
+    # None: the jobs' own ``done``
+    job_done: np.ndarray | None = None

@@ -9,7 +9,7 @@ two endpoints on the same host loads no port.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import sparse
@@ -163,6 +163,7 @@ def build_snapshot(
     *,
     known_survivors: bool = True,
     tables: FlowTables | None = None,
+    job_done: np.ndarray | None = None,
 ) -> Snapshot:
     """Compute the remaining load of every unfinished stage on every port.
 
@@ -175,7 +176,9 @@ def build_snapshot(
     ``tables``); the rest is array
     algebra over all (job, stage) pairs at once, and the loads are sparse products:
     ``stage_loads = A @ job_iter_loads`` where ``A[row, j]`` is the iterations job
-    ``j`` still has in the stage of that row.
+    ``j`` still has in the stage of that row. ``job_done`` (every job's iterations done,
+    cojob by cojob) stands for the jobs' own ``done`` when given: the coordinator keeps
+    progress in an array, so that progress replaces no job or cojob object.
     """
     hosts = tuple(hosts)
     host_index = {h: i for i, h in enumerate(hosts)}
@@ -184,6 +187,11 @@ def build_snapshot(
     tables = tables or FlowTables()
     memo = _columns_and_tables(cojobs, hosts, host_index, known_survivors, tables)
     cols = memo.cols
+    if job_done is not None:
+        if len(job_done) != len(cols.job_done):
+            n = len(cols.job_done)
+            raise ValueError(f"job_done: {len(job_done)} jobs, the cojobs have {n}")
+        cols = replace(cols, job_done=np.maximum(np.asarray(job_done, dtype=np.int64), 0))
     g_of_job = np.repeat(np.arange(len(cojobs), dtype=np.int64), cols.n_jobs)
     st = _stage_rows(cols, g_of_job)
     if tables.loads is None:

@@ -83,6 +83,7 @@ def simulate(args: object) -> int:
         calibrated=queues is not None,  # --config: constants measured on the network
         limits=RunLimits.after(_max_sim_time(args), getattr(args, "timeout", None)),
         keep_within=args.keep_order_within,
+        progress_step=args.progress_step,
     )
     results = {p: dict(r.summary, seconds=r.seconds) for p, r in runs.items()}
     model = (used.admission if used else None) or ContentionModel()
@@ -97,6 +98,7 @@ def simulate(args: object) -> int:
         "params": wl.meta,
         "period": wl.period if args.period is None else args.period,
         "keep_order_within": args.keep_order_within,
+        "progress_step": args.progress_step,
         "contention": "none" if args.no_contention else wl.contention,
         "ps_mode": wl.ps_mode,
         "ring_mode": wl.ring_mode,

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from grouper.common.limits import MAX_SIM_EVENTS
+from grouper.common.progress import reported_done
 from grouper.common.queues import QueueConfig
 from grouper.pda.model import Cojob, FlowSpec, Job
 from grouper.pda.planning import Planner
@@ -50,6 +51,7 @@ class Engine:
         ring_steps: bool = False,
         local_on_ports: bool = False,
         keep_within: float = 0.0,
+        progress_step: float = 0.0,
     ) -> None:
         self.topo = topo
         self.policy = policy
@@ -67,6 +69,8 @@ class Engine:
         self.local_on_ports = local_on_ports
         self.released: list[int] = []  # cojobs whose trigger fired, waiting to start
         self.t = 0.0
+        # the planner sees progress as agents report it (``scheduling.progress_step``)
+        self.progress_step = progress_step
         self.planner = Planner(
             policy, self.queues, period, unlimited=unlimited, keep_within=keep_within
         )
@@ -247,7 +251,7 @@ class Engine:
                     j.job_id,
                     "flows",
                     self._specs(j),
-                    done=j.done,
+                    done=reported_done(j.done, c.iters, self.progress_step),
                     stages=j.runs if self.knows else None,
                     weight=j.weight,
                 )

@@ -64,6 +64,7 @@ def engine_for(
     queues: QueueConfig,
     contention: float = 0.0,
     keep_within: float = 0.0,
+    progress_step: float = 0.0,
 ) -> Engine | FastEngine | FlowFastEngine:
     """The policy's engine: the fast path for coflow-shaped workloads (same results,
     ``tests/unit/test_fast_simulator.py``; flow by flow with the contention penalty on),
@@ -77,7 +78,9 @@ def engine_for(
     shaped = coflow_shaped(wl.cojobs, topo, period, wl.release_after, wl.ring_mode == "steps")
     # the fast path orders afresh every time, as the planner does at keep_within 0 and
     # for the policies whose orders it never keeps
-    if shaped and (keep_within == 0 or base not in STEADY_POLICIES):
+    # (and sees progress exactly: a coflow's job is one iteration)
+    exact = progress_step == 0
+    if shaped and exact and (keep_within == 0 or base not in STEADY_POLICIES):
         local = wl.local_traffic == "ports"
         if contention > 0:
             return FlowFastEngine(
@@ -100,6 +103,7 @@ def engine_for(
         ring_steps=wl.ring_mode == "steps",
         local_on_ports=wl.local_traffic == "ports",
         keep_within=keep_within,
+        progress_step=progress_step,
     )
 
 
@@ -152,6 +156,7 @@ def run_policies(
     calibrated: bool = False,
     limits: RunLimits | None = None,
     keep_within: float = 0.0,
+    progress_step: float = 0.0,
 ) -> dict[str, PolicyRun]:
     """Run every policy on ``wl``. Links follow the workload's contention model
     (``model.contention``: Eq. 5 with the admission parameters b and eta, or ideal
@@ -159,7 +164,8 @@ def run_policies(
     else the workload's ``scheduling`` section, else the defaults. Links move payload
     at ``model.goodput`` of their rate or, ``calibrated`` (the admission constants were
     measured on this network), at the goodput those constants imply. ``keep_within`` is
-    the planner's (``scheduling.keep_order_within`` of a cluster)."""
+    the planner's (``scheduling.keep_order_within`` of a cluster); with ``progress_step``
+    it sees progress as agents report it (``scheduling.progress_step``)."""
     for p in policies:
         if p not in SIM_POLICIES:
             raise ConfigError(
@@ -180,7 +186,7 @@ def run_policies(
     for p in bar:
         bar.set_postfix_str(p)
         t0 = time.perf_counter()
-        r = engine_for(wl, p, topo, period, queues, penalty, keep_within).run(
+        r = engine_for(wl, p, topo, period, queues, penalty, keep_within, progress_step).run(
             max_time=limits.max_time, deadline=limits.deadline
         )
         out[p] = PolicyRun(r, summarize(r, alone), time.perf_counter() - t0)

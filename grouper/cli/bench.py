@@ -33,7 +33,7 @@ def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
 
     keep = args.keep_order_within
     knobs = Knobs(
-        args.changed, args.iterations, args.delivery,
+        args.changed, args.iterations, args.started == "spread", args.delivery,
         SchedulingConfig.keep_order_within if keep is None else keep, args.progress_step,
     )  # fmt: skip
     return bench_coordinator(args.agents, args.stages, args.seed, args.runs, args.json, knobs)
@@ -102,6 +102,13 @@ def _add_planning_benches(add: T.Add) -> None:
         type=T.count(1, 10**6),
         default=1,
         help="iterations each progressing job gains per period",
+    )
+    bc.add_argument(
+        "--started",
+        choices=("spread", "together"),
+        default="spread",
+        help="jobs somewhere in their first stage, so stages end every period as on a "
+        "cluster (default), or all at iteration 0",
     )
     bc.add_argument(
         "--progress-step",

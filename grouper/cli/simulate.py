@@ -8,6 +8,7 @@ import argparse
 from grouper.cli import argtypes as T
 from grouper.common import limits as L
 from grouper.common.errors import ConfigError
+from grouper.common.progress import MAX_PROGRESS_STEP
 
 
 def add_simulate(add: T.Add) -> None:
@@ -50,6 +51,14 @@ def _add_simulate_scheduling(sim: argparse.ArgumentParser) -> None:
         default=0.0,
         help="keep the last order of known stages when within this share of PDA's new one "
         "(a cluster's scheduling.keep_order_within; default 0: always PDA's)",
+    )
+    sim.add_argument(
+        "--progress-step",
+        dest="progress_step",
+        type=T.real(0.0, MAX_PROGRESS_STEP),
+        default=0.0,
+        help="plan with progress as agents report it in steps of this share of a stage "
+        "(a cluster's scheduling.progress_step; default 0: exact)",
     )
 
 

@@ -109,3 +109,26 @@ def test_the_cluster_config_bounds_the_step() -> None:
             assert str(exc).startswith("scheduling.progress_step"), exc
         else:
             raise AssertionError(f"{bad!r} accepted")
+
+
+def test_the_simulators_planner_sees_progress_in_steps() -> None:
+    """``grouper simulate --progress-step``: every plan is made from the jobs'
+    iterations as agents would report them (on a step of their stage), where the same
+    run with exact progress plans from counts between steps too."""
+    from grouper.common.queues import QueueConfig
+    from grouper.simulator.run import engine_for, topology_of
+    from grouper.workloads.generators import testbed as make_testbed
+
+    wl = make_testbed(rounds=1, scale=0.005)
+    topo = topology_of(wl)
+
+    def seen(step: float) -> list[tuple[tuple[int, ...], int]]:
+        eng = engine_for(wl, "grouper", topo, 0.5, QueueConfig(), progress_step=step)
+        eng.trace = []
+        eng.run()
+        return [(cj.stage_iterations, job.done) for _, cojobs, _ in eng.trace
+                for cj in cojobs for job in cj.jobs]  # fmt: skip
+
+    stepped, exact = seen(0.25), seen(0.0)
+    assert stepped and all(reported_done(d, its, 0.25) == d for its, d in stepped)
+    assert any(reported_done(d, its, 0.25) != d for its, d in exact)
