@@ -3,9 +3,11 @@
 The agents are virtual (``coordinator/fleet.py``): one gRPC server in a process of its
 own (so it has a core of its own) answers for all of them over the Session protocol
 real agents speak: a full update on sync, then every period a delta for each agent
-holding one of the jobs that made progress (``--changed``, a share of all jobs, each +1
-iteration on every host it runs on); each checks, holds and acknowledges the plans it
-gets. The coordinator runs here as in production and is measured per period: the cycle
+holding one of the jobs that made progress (``--changed``, a share of all jobs, each
+``--iterations`` more on every host it runs on, reported in the steps of the cluster's
+``scheduling.progress_step``); each checks, holds and acknowledges the plans it gets.
+The jobs start spread over their first stage (``--started``), so stages end as on a
+cluster. The coordinator runs here as in production and is measured per period: the cycle
 split into collect (the model and its snapshot), order (PDA), map (bands, DSCPs, host
 plans) and deliver (until every plan went, or was acknowledged with ``--delivery
 result``); until every plan was acknowledged; the merging of the period's updates as

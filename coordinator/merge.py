@@ -92,23 +92,24 @@ class Merger:
 
     def set_host(self, host: str, jobs: dict[JobKey, JobReport], changed: Iterable[JobKey]) -> None:
         """Take ``host``'s current report of each job in ``changed`` (absent: gone)."""
+        parts, progressed, dirty = self.parts, self.progressed, self.dirty_jobs
         for key in changed:
-            group = self.parts.get(key)
+            group = parts.get(key)
             r = jobs.get(key)
             if r is None:
                 if group is not None:
                     group.pop(host, None)
                     if not group:
-                        del self.parts[key]
+                        del parts[key]
             elif group is None:
-                self.parts[key] = {host: r}
+                parts[key] = {host: r}
             else:
                 old = group.get(host)
                 group[host] = r
                 if old is not None and old.job is r.job and not (old.finished or r.finished):
-                    self.progressed.add(key)  # the same registration: only progress moved
+                    progressed.add(key)  # the same registration: only progress moved
                     continue
-            self.dirty_jobs.add(key)
+            dirty.add(key)
 
     def touch(self, cojob_id: str) -> None:
         """Rebuild a cojob at the next model (its stage start times changed)."""
@@ -118,8 +119,7 @@ class Merger:
     def model(self, stage_started: dict[tuple[str, int], float] | None = None) -> Model:
         for key in self.dirty_jobs:
             self._merge_job(key)
-        for key in self.progressed - self.dirty_jobs:
-            self._progress_job(key)
+        self._progress(self.progressed - self.dirty_jobs)
         self.dirty_jobs, self.progressed = set(), set()
         started = stage_started or {}
         rebuilt = self.dirty_cojobs
@@ -199,16 +199,17 @@ class Merger:
         self.dirty_cojobs.add(cid)
         self.regrouped.add(cid)
 
-    def _progress_job(self, key: JobKey) -> None:
-        """A job whose hosts only reported progress: its slowest host's count."""
-        cid, jid = key
-        member = self.members.get(cid, {}).get(jid)
-        if member is None:  # not scheduled (no flows between known hosts)
-            return
-        done = min([r.iterations_done for r in self.parts[key].values()])
-        if done != member.done:
-            member.done = done
-            self.moved.add(key)
+    def _progress(self, keys: set[JobKey]) -> None:
+        """Jobs whose hosts only reported progress: each its slowest host's count."""
+        members, parts, moved = self.members, self.parts, self.moved
+        for key in keys:
+            member = members.get(key[0], {}).get(key[1])
+            if member is None:  # not scheduled (no flows between known hosts)
+                continue
+            done = min([r.iterations_done for r in parts[key].values()])
+            if done != member.done:
+                member.done = done
+                moved.add(key)
 
     def _build_cojob(self, cid: str, started_at: dict[tuple[str, int], float]) -> None:
         jobs = self.members.get(cid)

@@ -77,15 +77,7 @@ class AgentState:
                 return "gap", []
             if up.seq <= self.seq:
                 return "stale", []
-            errors = self._merge(up.jobs, self.jobs, known_hosts)
-            for js in up.jobs:
-                key = (js.job.cojob_id, js.job.job_id)
-                self.dirty.add(key)
-                held = self.jobs.get(key)
-                if held is not None and held[1].finished:
-                    self.finished.add(key)
-                else:
-                    self.finished.discard(key)
+            errors = self._merge(up.jobs, self.jobs, known_hosts, delta=True)
             for k in up.removed:
                 self.jobs.pop((k.cojob_id, k.job_id), None)
                 self.dirty.add((k.cojob_id, k.job_id))
@@ -97,27 +89,42 @@ class AgentState:
 
     def _merge(
         self, states: list[pb.JobState], into: dict[JobKey, tuple[bytes, JobReport]],
-        known_hosts: set[str],
+        known_hosts: set[str], *, delta: bool = False,
     ) -> list[str]:  # fmt: skip
+        """Each job state into ``into``; with ``delta`` (``into`` is the state held) each
+        job is marked dirty and the finished set kept in step, in the same pass: on a
+        cluster every job progresses, so this runs for every job every period."""
         errors = []
+        held_get, dirty, finished = self.jobs.get, self.dirty, self.finished
         for i, js in enumerate(states):
-            key = (js.job.cojob_id, js.job.job_id)
-            raw = js.job.SerializeToString(deterministic=True)
-            held = self.jobs.get(key)
-            template = held[1].job if held is not None and held[0] == raw else None
-            if template is None:
-                checked = _validate_job(js.job, self.host, known_hosts)
-                if isinstance(checked, str):
+            job = js.job
+            key = (job.cojob_id, job.job_id)
+            raw = job.SerializeToString(deterministic=True)
+            held = held_get(key)
+            if held is not None and held[0] == raw:
+                template = held[1].job
+            else:
+                checked = _validate_job(job, self.host, known_hosts)
+                template = None if isinstance(checked, str) else checked
+                if template is None:
                     errors.append(f"update.jobs[{i}].{checked}")
-                    into.pop(key, None)
-                    continue
-                template = checked
-            done, total = js.iterations_done, template.total_iterations
-            if done > total:
+            done = js.iterations_done
+            if template is not None and done > template.total_iterations:
+                total = template.total_iterations
                 errors.append(f"update.jobs[{i}].iterations_done: exceeds {total}: {done}")
+                template = None
+            if template is None:
                 into.pop(key, None)
-                continue
-            into[key] = (raw, JobReport(template, done, js.finished))
+                fin = False
+            else:
+                fin = js.finished
+                into[key] = (raw, JobReport(template, done, fin))
+            if delta:
+                dirty.add(key)
+                if fin:
+                    finished.add(key)
+                else:
+                    finished.discard(key)
         return errors
 
 
