@@ -97,6 +97,10 @@ class Fleet:
                             plan_version=self.version[host], priorities_active=True)  # fmt: skip
         return pb.SessionReply(update=up).SerializeToString()
 
+    def full(self, host: str) -> bytes:
+        """``host``'s full update (the answer to a sync), as sent."""
+        return self._update(host, True, list(self.states[host].values()))
+
     def progress(self) -> tuple[int, int]:
         """One period's progress: a share of all jobs gains ``iterations``. The updates
         sent, and the job states in them."""
@@ -166,7 +170,7 @@ class Fleet:
                 elif req.HasField("sync"):
                     self.interval = req.sync.interval or self.interval
                     self.step = req.sync.progress_step
-                    q.put_nowait(self._update(host, True, list(self.states[host].values())))
+                    q.put_nowait(self.full(host))
 
         reader = asyncio.create_task(read())
         try:
