@@ -238,9 +238,8 @@ class Merger:
             and len(old.cojob.jobs) == len(built_jobs)
             and all(a is b for a, b in zip(old.cojob.jobs, built_jobs, strict=True))
         ):
-            old.members = members  # the very same jobs: keep the cojob object
-            self.moved.update((cid, m.template.job_id) for m in members)
-            return
+            old.members = members  # the very same jobs: keep the cojob object (model()
+            return  # writes the progress of every rebuilt cojob's members)
         cojob = Cojob(cid, stages, tuple(built_jobs), arrival, started)
         builts = [m.built for m in members]
         if (

@@ -15,6 +15,7 @@ from typing import NoReturn
 from grouper.common import limits as L
 from grouper.common import validate as v
 from grouper.common.errors import ConfigError
+from grouper.common.progress import MAX_PROGRESS_STEP
 
 MAX_PERIOD = L.MAX_PERIOD  # seconds
 MAX_BENCH_HOSTS = 100_000
@@ -109,6 +110,7 @@ PORT = count(0, 65535)
 PERIOD = period
 SEED = count(0, MAX_SEED)
 FRACTION = real(0.0, 1.0)
+PROGRESS_STEP = real(0.0, MAX_PROGRESS_STEP)  # a cluster's scheduling.progress_step
 
 
 class Parser(argparse.ArgumentParser):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from grouper.cli import argtypes as T
-from grouper.common.progress import MAX_PROGRESS_STEP
 from grouper.simulator.bench import add_bench_simulator
 
 
@@ -113,7 +112,7 @@ def _add_planning_benches(add: T.Add) -> None:
     bc.add_argument(
         "--progress-step",
         dest="progress_step",
-        type=T.real(0.0, MAX_PROGRESS_STEP),
+        type=T.PROGRESS_STEP,
         default=0.0,
         help="the cluster's scheduling.progress_step (0: agents report every change)",
     )

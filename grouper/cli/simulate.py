@@ -8,7 +8,6 @@ import argparse
 from grouper.cli import argtypes as T
 from grouper.common import limits as L
 from grouper.common.errors import ConfigError
-from grouper.common.progress import MAX_PROGRESS_STEP
 
 
 def add_simulate(add: T.Add) -> None:
@@ -55,7 +54,7 @@ def _add_simulate_scheduling(sim: argparse.ArgumentParser) -> None:
     sim.add_argument(
         "--progress-step",
         dest="progress_step",
-        type=T.real(0.0, MAX_PROGRESS_STEP),
+        type=T.PROGRESS_STEP,
         default=0.0,
         help="plan with progress as agents report it in steps of this share of a stage "
         "(a cluster's scheduling.progress_step; default 0: exact)",
