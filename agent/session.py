@@ -87,6 +87,7 @@ class AgentSession:
             self.interval = max(MIN_INTERVAL, item.interval or 1.0)
             self.heartbeat = max(self.interval, item.heartbeat or 10.0)
             self.source.step = min(max(item.progress_step, 0.0), MAX_PROGRESS_STEP)
+            self.source.by_key = item.jobs_by_key
             if (item.epoch, item.seq) != (self.source.epoch, self.source.seq):
                 log.info("coordinator resyncs (it holds update %d of epoch %x)", item.seq,
                          item.epoch)  # fmt: skip

@@ -6,8 +6,11 @@ state differs and the jobs that are gone. Updates of one agent process share an 
 and are numbered from 1; a full update answers every sync and restarts the diff from
 the whole state. With a progress ``step`` (the coordinator's sync sets it) a job whose
 only change is iterations within one step of its stage is not a change
-(``common.progress``); what is sent is always the job's state now. Pure: the session
-loop (``agent.session``) owns time and the stream.
+(``common.progress``); what is sent is always the job's state now. When the sync allows it
+(``by_key``), a job whose registration is the one last sent goes in a delta as its key
+and state without the registration: on a cluster nearly every job state in a period is
+progress, and its registration is most of its bytes. Pure: the session loop
+(``agent.session``) owns time and the stream.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ class UpdateSource:
         self.host = host
         self.epoch = epoch
         self.seq = 0
-        self.sent: dict[JobKey, bytes] | None = None  # None until the first sync
+        # per job, as last sent: its registration's bytes and its state's without it
+        self.sent: dict[JobKey, tuple[bytes, bytes]] | None = None  # None until a sync
         self.header: tuple[int, bool] = (0, False)  # plan version and priorities, as sent
         self.step = 0.0  # progress reported in steps of this share of a stage (0: exact)
+        self.by_key = False  # the coordinator takes known jobs' states without registration
 
     @property
     def synced(self) -> bool:
@@ -42,7 +47,7 @@ class UpdateSource:
     def full(
         self, jobs: dict[JobKey, pb.JobState], plan_version: int, active: bool
     ) -> pb.StateUpdate:
-        self.sent = {k: self._key(js) for k, js in jobs.items()}
+        self.sent = {k: self._key(js)[:2] for k, js in jobs.items()}
         self.header = (plan_version, active)
         return self._update(True, [jobs[k] for k in sorted(jobs)], [], plan_version, active, ())
 
@@ -59,13 +64,18 @@ class UpdateSource:
         events nor a heartbeat ask for one."""
         if self.sent is None:
             raise RuntimeError("delta before the first sync")
-        changed, now = [], {}
+        changed, now, sent = [], {}, self.sent
         for k in sorted(jobs):
-            raw = self._key(jobs[k])
-            now[k] = raw
-            if self.sent.get(k) != raw:
-                changed.append(jobs[k])
-        removed = [pb.JobKey(cojob_id=c, job_id=j) for c, j in sorted(self.sent.keys() - now)]
+            reg, rest, bare = self._key(jobs[k])
+            now[k] = (reg, rest)
+            was = sent.get(k)
+            if was is None or was[0] != reg or not self.by_key:
+                if was != (reg, rest):
+                    changed.append(jobs[k])
+            elif was[1] != rest:  # progress of a registration the coordinator holds
+                bare.key.cojob_id, bare.key.job_id = k
+                changed.append(bare)
+        removed = [pb.JobKey(cojob_id=c, job_id=j) for c, j in sorted(sent.keys() - now)]
         events = list(events)
         header = (plan_version, active)
         if not changed and not removed and not events and not heartbeat and header == self.header:
@@ -73,17 +83,21 @@ class UpdateSource:
         self.sent, self.header = now, header
         return self._update(False, changed, removed, plan_version, active, events)
 
-    def _key(self, js: pb.JobState) -> bytes:
-        """What a job's state is compared by: its bytes, with the iterations done as
-        reported in steps (the state itself when they are on a step)."""
+    def _key(self, js: pb.JobState) -> tuple[bytes, bytes, pb.JobState]:
+        """What a job's state is compared by: its registration's bytes and the bytes of
+        the rest, with the iterations done as reported in steps; and that rest (the
+        state now, without its registration)."""
+        bare = pb.JobState()
+        bare.CopyFrom(js)
+        bare.ClearField("job")
+        done = js.iterations_done
         if self.step > 0:
-            done = reported_done(js.iterations_done, js.job.stage_iterations, self.step)
-            if done != js.iterations_done:
-                stepped = pb.JobState()
-                stepped.CopyFrom(js)
-                stepped.iterations_done = done
-                js = stepped
-        return js.SerializeToString(deterministic=True)
+            done = reported_done(done, js.job.stage_iterations, self.step)
+        true = bare.iterations_done
+        bare.iterations_done = done
+        rest = bare.SerializeToString(deterministic=True)
+        bare.iterations_done = true
+        return js.job.SerializeToString(deterministic=True), rest, bare
 
     def _update(
         self,

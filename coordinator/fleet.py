@@ -88,6 +88,7 @@ class Fleet:
         self.unacked: set[str] = set()  # applied a plan acknowledged by update
         self.interval = 0.25
         self.step = 0.0  # progress in steps of a stage, as the coordinator's sync says
+        self.by_key = False  # known jobs' progress by key, without registration (the sync)
         self.out: dict[str, asyncio.Queue[bytes]] = {}
 
     def _update(self, host: str, full: bool, jobs: list[pb.JobState]) -> bytes:
@@ -116,11 +117,21 @@ class Fleet:
                 if self.step <= 0 or reported_done(js.iterations_done, stages, self.step) != (
                     reported_done(was, stages, self.step)
                 ):  # a real agent's ``UpdateSource``: a change only once a step is crossed
-                    touched.setdefault(h, []).append(js)
+                    touched.setdefault(h, []).append(self._progressed(key, js))
         for h, jobs in touched.items():
             if h in self.out:
                 self.out[h].put_nowait(self._update(h, False, jobs))
         return len(touched), sum(map(len, touched.values()))
+
+    def _progressed(self, key: Key, js: pb.JobState) -> pb.JobState:
+        """A progressed job's state as an agent's delta carries it: whole, or by its key
+        when the sync allows (its registration, sent in the full update, is unchanged)."""
+        if not self.by_key:
+            return js
+        return pb.JobState(
+            key=pb.JobKey(cojob_id=key[0], job_id=key[1]), iterations_done=js.iterations_done,
+            stages_finished=js.stages_finished, finished=js.finished,
+        )  # fmt: skip
 
     def apply(self, host: str, plan: pb.Plan) -> pb.ApplyResult | None:
         """Check and hold a plan as an agent does; the result to send, if any."""
@@ -170,6 +181,7 @@ class Fleet:
                 elif req.HasField("sync"):
                     self.interval = req.sync.interval or self.interval
                     self.step = req.sync.progress_step
+                    self.by_key = req.sync.jobs_by_key
                     q.put_nowait(self.full(host))
 
         reader = asyncio.create_task(read())

@@ -171,7 +171,9 @@ class Coordinator:
         # three times per agent_timeout
         heartbeat = max(0.05, self.cfg.failure.agent_timeout / 3)
         interval = max(0.05, min(s.period / 4, heartbeat))
-        return pb.SyncRequest(interval=interval, heartbeat=heartbeat, progress_step=s.progress_step)
+        return pb.SyncRequest(
+            interval=interval, heartbeat=heartbeat, progress_step=s.progress_step, jobs_by_key=True
+        )
 
     def _on_update(self, link: AgentLink, up: pb.StateUpdate) -> str:
         t0 = time.perf_counter()

@@ -97,17 +97,27 @@ class AgentState:
         errors = []
         held_get, dirty, finished = self.jobs.get, self.dirty, self.finished
         for i, js in enumerate(states):
-            job = js.job
-            key = (job.cojob_id, job.job_id)
-            raw = job.SerializeToString(deterministic=True)
-            held = held_get(key)
-            if held is not None and held[0] == raw:
-                template = held[1].job
+            if not js.HasField("job"):  # by its key: the registration held for it
+                k = js.key
+                key = (k.cojob_id, k.job_id)
+                held = held_get(key)
+                if held is None or not delta:
+                    errors.append(f"update.jobs[{i}].job: missing, and none held for {key}")
+                    template = None
+                else:
+                    raw, template = held[0], held[1].job
             else:
-                checked = _validate_job(job, self.host, known_hosts)
-                template = None if isinstance(checked, str) else checked
-                if template is None:
-                    errors.append(f"update.jobs[{i}].{checked}")
+                job = js.job
+                key = (job.cojob_id, job.job_id)
+                raw = job.SerializeToString(deterministic=True)
+                held = held_get(key)
+                if held is not None and held[0] == raw:
+                    template = held[1].job
+                else:
+                    checked = _validate_job(job, self.host, known_hosts)
+                    template = None if isinstance(checked, str) else checked
+                    if template is None:
+                        errors.append(f"update.jobs[{i}].{checked}")
             done = js.iterations_done
             if template is not None and done > template.total_iterations:
                 total = template.total_iterations

@@ -3,7 +3,7 @@ are written on the sessions and nobody waits for a result; each kernel holds its
 and the coordinator learns it from the agent's next update. A plan lost on its way (the
 first delta to h1 after a stage's progress is dropped before it is written) is noticed
 as unacknowledged and sent again whole, and h1's kernel holds the newest plan within two
-periods."""
+periods. The progress goes by key, without the registrations (the sync allows it)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ class InProcess(InProcessCoordinator):
 
     def __init__(self, path, drop: str) -> None:  # noqa: ANN001
         self.results = 0
+        self.by_key = 0  # job states that came by key, without their registration
         self.dropped: list[int] = []
         self.drop = drop
         self.armed = False
@@ -38,6 +39,13 @@ class InProcess(InProcessCoordinator):
 
     def tamper(self, coord: Coordinator) -> None:
         assert coord.pusher.quiet and not coord.pusher.waits
+        on_update = coord._on_update
+
+        def counted_update(link, up):  # noqa: ANN001, ANN202
+            self.by_key += sum(1 for js in up.jobs if not js.HasField("job"))
+            return on_update(link, up)
+
+        coord._on_update = counted_update
         for link in coord.links.values():
             on_result = link.on_result
 
@@ -97,6 +105,7 @@ def test_plans_acknowledged_by_update_reach_the_kernels_and_a_lost_one_is_repair
         # and a slow guest once matched them before h1's repair came)
         wait_for(repaired, 2 * PERIOD + 1.0, "the plans for A at 4, h1's lost one repaired")
         took = time.monotonic() - t
+        assert coord.by_key > 0, "the agents sent A's progress by key (the sync allows it)"
         assert coord.dropped[0] > before, "the delta dropped was one after the progress"
         pushed = coord.coord.metrics.registry.get_sample_value
         assert pushed("grouper_coordinator_plans_pushed_total", {"form": "whole"}) >= 4

@@ -161,3 +161,20 @@ def test_a_sync_sets_the_progress_step_within_bounds():
         return out
 
     assert asyncio.run(steps()) == [0.05, MAX_PROGRESS_STEP, 0.0, 0.0]
+
+
+def test_a_sync_says_whether_known_jobs_progress_by_key():
+    """``jobs_by_key`` in the coordinator's sync reaches the update source: a later
+    coordinator's sync without it (an older one) gets every job state whole again."""
+    from grouper.agent.session import AgentSession
+    from grouper.agent.updates import UpdateSource
+
+    async def flags() -> list[bool]:
+        session = AgentSession(FakeCore("h1"), UpdateSource("h1", 5), lambda: {}, None)
+        out = []
+        for by_key in (True, False):
+            await session._handle("sync", pb.SyncRequest(interval=0.5, jobs_by_key=by_key), None)
+            out.append(session.source.by_key)
+        return out
+
+    assert asyncio.run(flags()) == [True, False]

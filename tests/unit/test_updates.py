@@ -16,32 +16,39 @@ from grouper.v1 import agent_pb2 as pb
 HOSTS = {"h1", "h2"}
 
 
-def state(job: str, done: int, finished: bool = False) -> pb.JobState:
+def state(job: str, done: int, finished: bool = False, size: int = 1) -> pb.JobState:
     return pb.JobState(
         job=pb.JobRegistration(
             cojob_id="C",
             job_id=job,
             arch="flows",
             stage_iterations=[10, 10],
-            flows=[pb.FlowSpec(src_host="h1", dst_host="h2", dst_port=5000, bytes_per_iteration=1)],
+            flows=[
+                pb.FlowSpec(src_host="h1", dst_host="h2", dst_port=5000, bytes_per_iteration=size)
+            ],
         ),
         iterations_done=done,
         finished=finished,
     )
 
 
-def held(s: AgentState) -> dict[str, int]:
-    return {r.job.job_id: r.iterations_done for r in s.reports()}
+def held(s: AgentState) -> dict[str, tuple[int, bytes]]:
+    """Each job held: its iterations and its registration (as bytes)."""
+    return {k[1]: (r.iterations_done, raw) for k, (raw, r) in s.jobs.items()}
 
 
 class Agent:
-    def __init__(self) -> None:
+    def __init__(self, by_key: bool = False) -> None:
         self.jobs: dict[tuple[str, str], pb.JobState] = {}
         self.source = UpdateSource("h1", epoch=5)
+        self.source.by_key = by_key  # as the coordinator's sync sets it
         self.history: dict[int, dict[str, int]] = {}  # seq -> the state it described
 
-    def view(self) -> dict[str, int]:
-        return {k[1]: js.iterations_done for k, js in self.jobs.items()}
+    def view(self) -> dict[str, tuple[int, bytes]]:
+        return {
+            k[1]: (js.iterations_done, js.job.SerializeToString(deterministic=True))
+            for k, js in self.jobs.items()
+        }
 
     def full(self) -> pb.StateUpdate:
         up = self.source.full(self.jobs, 0, False)
@@ -56,17 +63,25 @@ class Agent:
 
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["add", "progress", "finish", "remove", "send"]), st.integers(0, 4)),
+    st.tuples(
+        st.sampled_from(["add", "progress", "reregister", "finish", "remove", "send"]),
+        st.integers(0, 4),
+    ),
     min_size=1,
     max_size=60,
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(ops=ops, seed=st.integers(0, 2**32 - 1), loss=st.sampled_from([0.0, 0.2, 0.5]))
-def test_lossy_reordering_channel_never_leaves_a_wrong_state(ops, seed, loss) -> None:
+@given(
+    ops=ops, seed=st.integers(0, 2**32 - 1), loss=st.sampled_from([0.0, 0.2, 0.5]),
+    by_key=st.booleans(),
+)  # fmt: skip
+def test_lossy_reordering_channel_never_leaves_a_wrong_state(ops, seed, loss, by_key) -> None:
+    """With and without known jobs' progress sent by key (``by_key``), and registrations
+    that change under way."""
     rng = random.Random(seed)
-    agent, coord = Agent(), AgentState("h1")
+    agent, coord = Agent(by_key), AgentState("h1")
     wire: list[pb.StateUpdate] = [agent.full()]  # the answer to the first sync
     resyncs = 0
 
@@ -95,10 +110,15 @@ def test_lossy_reordering_channel_never_leaves_a_wrong_state(ops, seed, loss) ->
             agent.jobs[key] = state(f"j{k}", 0)
         elif op == "progress" and key in agent.jobs:
             js = agent.jobs[key]
-            agent.jobs[key] = state(js.job.job_id, min(20, js.iterations_done + 1 + k))
+            size = js.job.flows[0].bytes_per_iteration
+            agent.jobs[key] = state(js.job.job_id, min(20, js.iterations_done + 1 + k), size=size)
+        elif op == "reregister" and key in agent.jobs:
+            js = agent.jobs[key]
+            agent.jobs[key] = state(js.job.job_id, js.iterations_done, size=2 + k)
         elif op == "finish" and key in agent.jobs:
             js = agent.jobs[key]
-            agent.jobs[key] = state(js.job.job_id, js.iterations_done, finished=True)
+            size = js.job.flows[0].bytes_per_iteration
+            agent.jobs[key] = state(js.job.job_id, js.iterations_done, finished=True, size=size)
         elif op == "remove":
             agent.jobs.pop(key, None)
         else:
@@ -132,7 +152,7 @@ def test_a_dropped_delta_is_a_gap_and_the_sync_restores_the_state() -> None:
     assert coord.apply(late, HOSTS)[0] == "gap"
     assert coord.apply(late, HOSTS)[0] == "stale", "deltas wait for the full update"
     assert coord.apply(agent.full(), HOSTS)[0] == "applied"
-    assert held(coord) == {"a": 2, "b": 0}
+    assert {k: d for k, (d, _) in held(coord).items()} == {"a": 2, "b": 0}
 
 
 def test_a_new_epochs_full_update_replaces_the_state_and_an_old_epochs_delta_is_a_gap() -> None:
@@ -144,3 +164,37 @@ def test_a_new_epochs_full_update_replaces_the_state_and_an_old_epochs_delta_is_
     assert coord.apply(new.full(), HOSTS)[0] == "applied" and held(coord) == {}
     old.jobs["C", "a"] = state("a", 4)
     assert coord.apply(old.delta(), HOSTS)[0] == "gap"
+
+
+def test_known_jobs_progress_by_key_and_a_changed_registration_goes_whole() -> None:
+    agent, coord = Agent(by_key=True), AgentState("h1")
+    agent.jobs["C", "a"] = state("a", 1)
+    assert coord.apply(agent.full(), HOSTS) == ("applied", [])
+    whole = state("a", 2).ByteSize()
+    agent.jobs["C", "a"] = state("a", 2)
+    up = agent.delta()
+    assert not up.jobs[0].HasField("job"), "progress of a known registration: by key"
+    assert (up.jobs[0].key.cojob_id, up.jobs[0].key.job_id) == ("C", "a")
+    assert up.jobs[0].ByteSize() * 4 < whole  # 10 bytes against 43, 39 the registration
+    assert coord.apply(up, HOSTS) == ("applied", [])
+    agent.jobs["C", "a"] = state("a", 3, size=9)  # registered anew: sent whole
+    up = agent.delta()
+    assert up.jobs[0].job.flows[0].bytes_per_iteration == 9
+    assert coord.apply(up, HOSTS) == ("applied", [])
+    assert held(coord) == agent.view()
+    plain = Agent()  # a coordinator that did not allow it gets every state whole
+    plain.jobs["C", "a"] = state("a", 1)
+    plain.full()
+    plain.jobs["C", "a"] = state("a", 2)
+    assert plain.delta().jobs[0].HasField("job")
+
+
+def test_a_state_by_key_for_a_job_not_held_is_refused_naming_the_field() -> None:
+    coord = AgentState("h1")
+    bare = pb.JobState(key=pb.JobKey(cojob_id="C", job_id="x"), iterations_done=1)
+    full = pb.StateUpdate(host="h1", epoch=5, seq=1, full=True, jobs=[bare])
+    verdict, errors = coord.apply(full, HOSTS)
+    assert verdict == "applied" and held(coord) == {}
+    assert errors == ["update.jobs[0].job: missing, and none held for ('C', 'x')"]
+    delta = pb.StateUpdate(host="h1", epoch=5, seq=2, jobs=[bare])
+    assert coord.apply(delta, HOSTS) == ("applied", [errors[0]]) and held(coord) == {}
