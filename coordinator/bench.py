@@ -26,6 +26,7 @@ import multiprocessing as mp
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -91,7 +92,7 @@ async def _period(coord: Coordinator, conn: Any) -> Period:
     t0 = time.perf_counter()
     stats = await coord.cycle("bench")
     after = coord.planned.plans if coord.planned is not None else {}
-    await _until(lambda: all(lk.track.confirmed for lk in coord.links.values() if lk.up), 60)
+    await _until(_all_confirmed(coord), 60)
     acked = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     fleet_cpu = await loop.run_in_executor(None, _ask, conn, "cpu") - fleet0
@@ -139,6 +140,24 @@ async def _empty_push(coord: Coordinator) -> tuple[float, int]:
     await coord.pusher.push_all([(lk, lk.track.sent) for lk in links])
     await _until(lambda: all(lk.track.confirmed for lk in links), 60)
     return time.perf_counter() - t, sum(lk.track.confirmed for lk in links)
+
+
+def _all_confirmed(coord: Coordinator) -> Callable[[], bool]:
+    """Whether every link up holds the last plan pushed, looked at from a cursor: a
+    check every 5 ms over all 10,000 links cost 0.05-0.2 s of the CPU counted as the
+    coordinator's per period. The last check goes over all of them again."""
+    links, at = list(coord.links.values()), 0
+
+    def check() -> bool:
+        nonlocal at
+        while at < len(links) and (not links[at].up or links[at].track.confirmed):
+            at += 1
+        if at < len(links):
+            return False
+        at = 0 if not all(lk.track.confirmed for lk in links if lk.up) else at
+        return at == len(links)
+
+    return check
 
 
 async def _until(cond: Any, timeout: float) -> None:
