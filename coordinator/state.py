@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from grouper.common.errors import ConfigError
+from grouper.common.errors import ConfigError, short
 from grouper.common.registration import parse_registration, registration_dict
 from grouper.coordinator.snapshot import JobReport, ReportedFlow, ReportedJob
 from grouper.v1 import agent_pb2 as pb
@@ -102,7 +102,10 @@ class AgentState:
                 key = (k.cojob_id, k.job_id)
                 held = held_get(key)
                 if held is None or not delta:
-                    errors.append(f"update.jobs[{i}].job: missing, and none held for {key}")
+                    errors.append(
+                        f"update.jobs[{i}].job: missing, and no registration held for "
+                        f"{short(key[0])}/{short(key[1])} (never sent whole, or refused)"
+                    )
                     template = None
                 else:
                     raw, template = held[0], held[1].job

@@ -110,6 +110,51 @@ def test_fuzz_reports_never_crash_and_what_passes_can_be_scheduled(report):
     plan_hosts(model, fresh("grouper"), 0.0)
 
 
+by_key = st.builds(
+    pb.JobState,
+    key=st.builds(pb.JobKey, cojob_id=st.sampled_from(["c", "", "x" * 300]), job_id=st.text()),
+    iterations_done=st.integers(0, 2**64 - 1),
+    finished=st.booleans(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(report=reports, later=st.lists(by_key, max_size=4), steps=st.lists(
+    st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1)), max_size=4))  # fmt: skip
+def test_fuzz_states_by_key_never_crash_and_take_only_a_held_registration(report, later, steps):
+    """A delta of states by key after a full update: a key held moves its job's progress
+    on its held registration (or is refused with the field named); any other is refused
+    in one line, and nothing is held that was not registered whole."""
+    state = AgentState("h1")
+    flow = pb.FlowSpec(src_host="h1", dst_host="h2", dst_port=5000, bytes_per_iteration=1)
+    valid = [
+        pb.JobState(
+            job=pb.JobRegistration(
+                cojob_id="cojob", job_id=j, arch="flows", stage_iterations=[4, 8], flows=[flow]
+            )
+        )
+        for j in ("j", "k")
+    ]  # fmt: skip (no generated cojob id is 5 characters long: these stay held)
+    full([*valid, *report.jobs], state=state)
+    held = dict(state.jobs)
+    assert {("cojob", "j"), ("cojob", "k")} <= set(held)
+    keys = sorted(held)
+    states = list(later)
+    for at, done in steps:  # progress of jobs held, by key
+        if keys:
+            k = keys[at % len(keys)]
+            states.append(pb.JobState(key=pb.JobKey(cojob_id=k[0], job_id=k[1]),
+                                      iterations_done=done))  # fmt: skip
+    verdict, errors = state.apply(pb.StateUpdate(host="h1", epoch=7, seq=2, jobs=states), HOSTS)
+    assert verdict == "applied"
+    assert all(e.startswith("update.jobs[") and len(e) < 400 for e in errors)
+    assert set(state.jobs) <= set(held), "a state by key never adds a job"
+    for k, (raw, r) in state.jobs.items():
+        assert raw == held[k][0] and r.job is held[k][1].job, "the registration held"
+    model = merge_reports({"h1": state.reports()}, ("h1", "h2", "h3"))
+    plan_hosts(model, fresh("grouper"), 0.0)
+
+
 def rj(cojob, job, flows, done=0, finished=False, stages=(4, 8), arrival=0.0):
     template = ReportedJob(
         cojob,

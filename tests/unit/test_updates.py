@@ -195,6 +195,13 @@ def test_a_state_by_key_for_a_job_not_held_is_refused_naming_the_field() -> None
     full = pb.StateUpdate(host="h1", epoch=5, seq=1, full=True, jobs=[bare])
     verdict, errors = coord.apply(full, HOSTS)
     assert verdict == "applied" and held(coord) == {}
-    assert errors == ["update.jobs[0].job: missing, and none held for ('C', 'x')"]
+    assert errors == [
+        "update.jobs[0].job: missing, and no registration held for 'C'/'x' "
+        "(never sent whole, or refused)"
+    ]
     delta = pb.StateUpdate(host="h1", epoch=5, seq=2, jobs=[bare])
     assert coord.apply(delta, HOSTS) == ("applied", [errors[0]]) and held(coord) == {}
+    long = pb.JobState(key=pb.JobKey(cojob_id="C" * 100_000, job_id="x"), iterations_done=1)
+    delta = pb.StateUpdate(host="h1", epoch=5, seq=3, jobs=[long])
+    _, errors = coord.apply(delta, HOSTS)
+    assert len(errors) == 1 and len(errors[0]) < 200, "a hostile id is cut short in the error"
