@@ -48,6 +48,9 @@ class SchedulingConfig:
     # agents report a job's progress in steps of this share of its stage (0: every
     # change; docs/coordinator.md, "Progress in steps", has the cost at scale)
     progress_step: float = 0.0
+    # agents send progress at most this often, in seconds (0: a quarter of the period;
+    # stage events go at once whatever it is)
+    progress_interval: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,7 @@ def parse_cluster_config(data: Any) -> ClusterConfig:
     sched = _scheduling(top.get("scheduling", {}))
     failure = _failure(top.get("failure", {}))
     _against_period(failure, sched.period)
+    _against_heartbeat(sched, failure)
     agent = _agent(top.get("agent", {}))
     coord = v.mapping(top.get("coordinator", {}), "coordinator", ("listen",))
     listen = v.address(coord.get("listen", "0.0.0.0:7000"), "coordinator.listen")
@@ -265,7 +269,8 @@ def _host(item: Any, path: str) -> HostConfig:
 
 
 def _scheduling(raw: Any) -> SchedulingConfig:
-    keys = ("policy", "period", "event_driven", "min_gap", "keep_order_within", "progress_step")
+    keys = ("policy", "period", "event_driven", "min_gap", "keep_order_within", "progress_step",
+            "progress_interval")  # fmt: skip
     m = v.mapping(raw, "scheduling", keys)
     policy = v.choice(m.get("policy", "grouper"), "scheduling.policy", POLICIES)
     period = v.number(
@@ -292,7 +297,15 @@ def _scheduling(raw: Any) -> SchedulingConfig:
         minimum=0,
         maximum=MAX_PROGRESS_STEP,
     )
-    return SchedulingConfig(policy, period, event, gap, keep, step)
+    every = v.number(m.get("progress_interval", 0.0), "scheduling.progress_interval",
+                     minimum=0, maximum=period)  # fmt: skip
+    if 0 < every < L.MIN_PROGRESS_INTERVAL:
+        raise ConfigError(
+            "scheduling.progress_interval",
+            f"must be 0 (a quarter of the period) or at least {L.MIN_PROGRESS_INTERVAL:g} s, "
+            f"got {every:g}",
+        )
+    return SchedulingConfig(policy, period, event, gap, keep, step, every)
 
 
 def _against_period(failure: FailureConfig, period: float) -> None:
@@ -302,6 +315,17 @@ def _against_period(failure: FailureConfig, period: float) -> None:
             "failure.plan_ttl",
             f"{failure.plan_ttl:g} s is not longer than scheduling.period ({period:g} s): "
             "agents would drop their plans between two runs",
+        )
+
+
+def _against_heartbeat(sched: SchedulingConfig, failure: FailureConfig) -> None:
+    """Progress goes at least as often as the heartbeat (a third of agent_timeout)."""
+    beat = failure.agent_timeout / 3
+    if sched.progress_interval > beat:
+        raise ConfigError(
+            "scheduling.progress_interval",
+            f"{sched.progress_interval:g} s is longer than the agents' heartbeat, a third of "
+            f"failure.agent_timeout ({beat:g} s)",
         )
 
 

@@ -25,6 +25,7 @@ MAX_SIM_TIME = 1e15  # the largest --max-sim-time, in the workload's time units
 MAX_SIM_PERIODS = 10**7  # simulated time / period: scheduling rounds one run may need
 IFNAMSIZ = 16  # the kernel's interface names: at most 15 bytes and a NUL
 MIN_LIVE_PERIOD = 0.01  # seconds: the coordinator's period and min_gap on a real network
+MIN_PROGRESS_INTERVAL = 0.05  # seconds: agents' progress updates at most 20 a second
 MIN_ITERATION_TIME = 1e-6  # time units one iteration takes alone, at least
 MAX_SIM_EVENTS = 20_000_000  # iterations and scheduling rounds of one simulated run
 MAX_STAGE_SUM = MAX_STAGES * MAX_ITERATIONS  # iterations of one job, at most

@@ -17,6 +17,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from grouper.common import limits as L
 from grouper.common.cluster_config import ClusterConfig, HostConfig
 from grouper.common.errors import ConfigError
 from grouper.coordinator.heap import HeapKeeper
@@ -166,11 +167,13 @@ class Coordinator:
 
     def _sync_request(self) -> pb.SyncRequest:
         s = self.cfg.scheduling
-        # progress four times a period, so a cycle sees it at most a quarter period old
+        # progress four times a period unless the cluster says how often
+        # (scheduling.progress_interval), so a cycle sees it at most a quarter period old
         # (agents update on their own clocks; events come at once); a heartbeat at least
         # three times per agent_timeout
-        heartbeat = max(0.05, self.cfg.failure.agent_timeout / 3)
-        interval = max(0.05, min(s.period / 4, heartbeat))
+        least = L.MIN_PROGRESS_INTERVAL
+        heartbeat = max(least, self.cfg.failure.agent_timeout / 3)
+        interval = max(least, min(s.progress_interval or s.period / 4, heartbeat))
         return pb.SyncRequest(
             interval=interval, heartbeat=heartbeat, progress_step=s.progress_step, jobs_by_key=True
         )

@@ -213,6 +213,8 @@ CONFIG_FIELDS = {
     ("scheduling", "period"): NUMBERS,
     ("scheduling", "min_gap"): NUMBERS,
     ("scheduling", "keep_order_within"): NUMBERS,
+    ("scheduling", "progress_step"): NUMBERS,
+    ("scheduling", "progress_interval"): NUMBERS,
     ("failure", "plan_ttl"): NUMBERS,
     ("failure", "agent_timeout"): NUMBERS,
     ("queues", "reserved"): st.lists(st.integers(-1, 9), max_size=3),

@@ -132,3 +132,36 @@ def test_the_simulators_planner_sees_progress_in_steps() -> None:
     stepped, exact = seen(0.25), seen(0.0)
     assert stepped and all(reported_done(d, its, 0.25) == d for its, d in stepped)
     assert any(reported_done(d, its, 0.25) != d for its, d in exact)
+
+
+def test_the_progress_interval_reaches_the_agents_sync_and_is_bounded() -> None:
+    """``scheduling.progress_interval``: how often agents send progress (the sync's
+    ``interval``); 0 keeps a quarter of the period. Past the period, or above 0 but
+    under the floor, it is refused naming the field."""
+    from grouper.coordinator.loop import Coordinator
+
+    hosts = [("h1", "10.0.0.1", "eth0"), ("h2", "10.0.0.2", "eth0")]
+
+    def interval(**scheduling: object) -> float:
+        doc = cluster_doc(hosts, scheduling={"period": 2.0, **scheduling},
+                          failure={"agent_timeout": 9.0, "plan_ttl": 10.0})  # fmt: skip
+        return Coordinator(parse_cluster_config(doc))._sync_request().interval  # 3 s beat
+
+    assert interval() == 0.5
+    assert interval(progress_interval=2.0) == 2.0
+    assert interval(progress_interval=0.05) == 0.05
+    for bad in (-1, 0.01, 2.5, "x", float("nan")):
+        try:
+            interval(progress_interval=bad)
+        except ConfigError as exc:
+            assert str(exc).startswith("scheduling.progress_interval: "), exc
+        else:
+            raise AssertionError(f"{bad!r} accepted")
+    short_beat = cluster_doc(hosts, scheduling={"period": 2.0, "progress_interval": 2.0},
+                             failure={"agent_timeout": 3.0, "plan_ttl": 10.0})  # fmt: skip
+    try:
+        parse_cluster_config(short_beat)
+    except ConfigError as exc:
+        assert "heartbeat" in str(exc) and str(exc).startswith("scheduling.progress_interval")
+    else:
+        raise AssertionError("a progress interval past the heartbeat accepted")
