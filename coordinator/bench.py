@@ -50,6 +50,7 @@ class Knobs:
     delivery: str = "update"
     keep: float = SchedulingConfig.keep_order_within  # scheduling.keep_order_within
     step: float = 0.0  # scheduling.progress_step
+    parts: int = 1  # progress sent this many times a period (agents: period / interval)
 
 
 @dataclass
@@ -78,13 +79,15 @@ def _config(hosts: list[str], port: int, period: float, keep: float, step: float
     return replace(cfg, hosts=tuple(replace(h, agent=fleet) for h in cfg.hosts))
 
 
-async def _period(coord: Coordinator, conn: Any) -> Period:
+async def _period(coord: Coordinator, conn: Any, parts: int) -> Period:
     loop = asyncio.get_running_loop()
     cpu0 = time.process_time()
     fleet0 = await loop.run_in_executor(None, _ask, conn, "cpu")
-    coord.updates = 0
-    sent, states = await loop.run_in_executor(None, _ask, conn, "tick")
-    await _until(lambda s=sent: coord.updates >= s, 60)
+    coord.updates = sent = states = 0
+    for part in range(parts):  # the period's progress, as agents send it on their clocks
+        more, in_them = await loop.run_in_executor(None, _ask, conn, ("tick", part, parts))
+        sent, states = sent + more, states + in_them
+        await _until(lambda s=sent: coord.updates >= s, 60)
     # a plan within a period of the last fresh order keeps that order (and pushes
     # nothing new): each measured cycle orders afresh
     await asyncio.sleep(max(0.0, coord.planner.next_fresh - time.monotonic()))
@@ -111,7 +114,7 @@ async def _run(agents: int, runs: int, knobs: Knobs, conn: Any, port: int,
         synced = await coord.wait_synced(600)
         sync_s = time.perf_counter() - t0
         first = await coord.cycle("first")  # plans for every agent
-        periods = [await _period(coord, conn) for _ in range(runs)]
+        periods = [await _period(coord, conn, knobs.parts) for _ in range(runs)]
         floor, acked = await _empty_push(coord)
         kept = coord.planner.kept
     finally:
@@ -123,10 +126,11 @@ async def _run(agents: int, runs: int, knobs: Knobs, conn: Any, port: int,
     result["changed"], result["iterations"] = knobs.changed, knobs.iterations
     result["started"] = "spread" if knobs.spread else "together"
     result["progress_step"] = knobs.step
+    result["updates_per_agent_per_period"] = knobs.parts
     return result
 
 
-def _ask(conn: Any, cmd: str) -> Any:
+def _ask(conn: Any, cmd: str | tuple) -> Any:
     conn.send(cmd)
     return conn.recv()
 

@@ -90,6 +90,7 @@ class Fleet:
         self.step = 0.0  # progress in steps of a stage, as the coordinator's sync says
         self.by_key = False  # known jobs' progress by key, without registration (the sync)
         self.out: dict[str, asyncio.Queue[bytes]] = {}
+        self.picked: Any = []  # the jobs progressing this period
 
     def _update(self, host: str, full: bool, jobs: list[pb.JobState]) -> bytes:
         self.seq[host] += 1
@@ -102,18 +103,22 @@ class Fleet:
         """``host``'s full update (the answer to a sync), as sent."""
         return self._update(host, True, list(self.states[host].values()))
 
-    def progress(self) -> tuple[int, int]:
-        """One period's progress: a share of all jobs gains ``iterations``. The updates
-        sent, and the job states in them."""
-        n = round(self.changed * len(self.keys))
-        picked = self.rng.choice(len(self.keys), size=n, replace=False) if n else []
+    def progress(self, part: int = 0, parts: int = 1) -> tuple[int, int]:
+        """One period's progress, or its ``part`` of ``parts`` (agents send progress
+        every ``interval``, up to ``parts`` = period / interval times a period): a share
+        of all jobs (picked at part 0) gains ``iterations`` over the period, split as
+        evenly as whole iterations allow. The updates sent, and the job states in them."""
+        if part == 0:
+            n = round(self.changed * len(self.keys))
+            self.picked = self.rng.choice(len(self.keys), size=n, replace=False) if n else []
+        gain = self.iterations * (part + 1) // parts - self.iterations * part // parts
         touched: dict[str, list[pb.JobState]] = {}
-        for i in picked:
+        for i in self.picked if gain else ():
             key = self.keys[int(i)]
             for h in self.holders[key]:
                 js = self.states[h][key]
                 stages, was = js.job.stage_iterations, js.iterations_done
-                js.iterations_done = min(was + self.iterations, sum(stages))
+                js.iterations_done = min(was + gain, sum(stages))
                 if self.step <= 0 or reported_done(js.iterations_done, stages, self.step) != (
                     reported_done(was, stages, self.step)
                 ):  # a real agent's ``UpdateSource``: a change only once a step is crossed
@@ -220,11 +225,11 @@ def fleet_main(
         acks = asyncio.create_task(fleet.acknowledge())
         conn.send((port, sorted(fleet.states)))
         loop = asyncio.get_running_loop()
-        while True:  # "tick": one period's progress; "cpu": CPU seconds so far; "stop"
+        while True:  # ("tick", part, parts): progress; "cpu": CPU seconds so far; "stop"
             cmd = await loop.run_in_executor(None, conn.recv)
             if cmd == "stop":
                 break
-            conn.send(time.process_time() if cmd == "cpu" else fleet.progress())
+            conn.send(time.process_time() if cmd == "cpu" else fleet.progress(*cmd[1:]))
         acks.cancel()
         await server.stop(None)
 

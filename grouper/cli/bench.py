@@ -34,6 +34,7 @@ def _cmd_bench_coordinator(args: argparse.Namespace) -> int:
     knobs = Knobs(
         args.changed, args.iterations, args.started == "spread", args.delivery,
         SchedulingConfig.keep_order_within if keep is None else keep, args.progress_step,
+        args.updates_per_period,
     )  # fmt: skip
     return bench_coordinator(args.agents, args.stages, args.seed, args.runs, args.json, knobs)
 
@@ -101,6 +102,14 @@ def _add_planning_benches(add: T.Add) -> None:
         type=T.count(1, 10**6),
         default=1,
         help="iterations each progressing job gains per period",
+    )
+    bc.add_argument(
+        "--updates-per-period",
+        dest="updates_per_period",
+        type=T.count(1, 20),
+        default=1,
+        help="progress sent this many times a period, the iterations split over them (agents "
+        "with scheduling.progress_interval = period / N; 4 with the default interval)",
     )
     bc.add_argument(
         "--started",

@@ -116,6 +116,19 @@ def test_bench_coordinator_agents_report_progress_in_the_clusters_steps():
     assert 0 < stepped["job_states_per_period"] < every["job_states_per_period"] / 5
 
 
+def test_bench_coordinator_sends_progress_as_often_as_agents_are_told():
+    """Every job gains 2 iterations a period, sent in 2 parts (agents whose
+    progress_interval is half the period): twice the updates and job states of one part,
+    the same progress by the period's end."""
+    args = ["--agents", "20", "--stages", "100", "--iterations", "2", "--json", "-"]
+    once = json.loads(run("bench", "coordinator", *args))
+    twice = json.loads(run("bench", "coordinator", *args, "--updates-per-period", "2"))
+    assert once["updates_per_agent_per_period"] == 1
+    assert twice["updates_per_agent_per_period"] == 2
+    assert twice["updates_per_period"] == 2 * once["updates_per_period"] == 40
+    assert twice["job_states_per_period"] == 2 * once["job_states_per_period"]
+
+
 def test_bench_pda_small():
     out = json.loads(run("bench", "pda", "--hosts", "20", "--stages", "50", "--json", "-"))
     assert out["stages"] == 50 and out["hosts"] == 20 and out["nonzeros"] > 0
