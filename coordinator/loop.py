@@ -166,17 +166,7 @@ class Coordinator:
         return min(1.0, self.cfg.scheduling.period)
 
     def _sync_request(self) -> pb.SyncRequest:
-        s = self.cfg.scheduling
-        # progress four times a period unless the cluster says how often
-        # (scheduling.progress_interval), so a cycle sees it at most a quarter period old
-        # (agents update on their own clocks; events come at once); a heartbeat at least
-        # three times per agent_timeout
-        least = L.MIN_PROGRESS_INTERVAL
-        heartbeat = max(least, self.cfg.failure.agent_timeout / 3)
-        interval = max(least, min(s.progress_interval or s.period / 4, heartbeat))
-        return pb.SyncRequest(
-            interval=interval, heartbeat=heartbeat, progress_step=s.progress_step, jobs_by_key=True
-        )
+        return sync_request(self.cfg)
 
     def _on_update(self, link: AgentLink, up: pb.StateUpdate) -> str:
         t0 = time.perf_counter()
@@ -397,3 +387,17 @@ class Coordinator:
             link.end_session()
         await asyncio.gather(*(link.channel.close() for link in self.links.values()))
         self.heap.close()
+
+
+def sync_request(cfg: ClusterConfig) -> pb.SyncRequest:
+    """What every agent is told with its sync: progress four times a period unless the
+    cluster says how often (scheduling.progress_interval), so a cycle sees it at most a
+    quarter period old (agents update on their own clocks; events come at once); a
+    heartbeat at least three times per agent_timeout; the progress step; states by key."""
+    s = cfg.scheduling
+    least = L.MIN_PROGRESS_INTERVAL
+    heartbeat = max(least, cfg.failure.agent_timeout / 3)
+    interval = max(least, min(s.progress_interval or s.period / 4, heartbeat))
+    return pb.SyncRequest(
+        interval=interval, heartbeat=heartbeat, progress_step=s.progress_step, jobs_by_key=True
+    )

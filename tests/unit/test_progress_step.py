@@ -138,14 +138,14 @@ def test_the_progress_interval_reaches_the_agents_sync_and_is_bounded() -> None:
     """``scheduling.progress_interval``: how often agents send progress (the sync's
     ``interval``); 0 keeps a quarter of the period. Past the period, or above 0 but
     under the floor, it is refused naming the field."""
-    from grouper.coordinator.loop import Coordinator
+    from grouper.coordinator.loop import sync_request
 
     hosts = [("h1", "10.0.0.1", "eth0"), ("h2", "10.0.0.2", "eth0")]
 
     def interval(**scheduling: object) -> float:
         doc = cluster_doc(hosts, scheduling={"period": 2.0, **scheduling},
                           failure={"agent_timeout": 9.0, "plan_ttl": 10.0})  # fmt: skip
-        return Coordinator(parse_cluster_config(doc))._sync_request().interval  # 3 s beat
+        return sync_request(parse_cluster_config(doc)).interval  # a 3 s heartbeat
 
     assert interval() == 0.5
     assert interval(progress_interval=2.0) == 2.0
