@@ -67,14 +67,15 @@ class UpdateSource:
         changed, now, sent = [], {}, self.sent
         for k in sorted(jobs):
             reg, rest, bare = self._key(jobs[k])
-            now[k] = (reg, rest)
-            was = sent.get(k)
-            if was is None or was[0] != reg or not self.by_key:
-                if was != (reg, rest):
-                    changed.append(jobs[k])
-            elif was[1] != rest:  # progress of a registration the coordinator holds
+            now[k] = pair = (reg, rest)
+            last = sent.get(k)
+            if last == pair:
+                continue
+            if self.by_key and last is not None and last[0] == reg:  # a registration held
                 bare.key.cojob_id, bare.key.job_id = k
                 changed.append(bare)
+            else:
+                changed.append(jobs[k])
         removed = [pb.JobKey(cojob_id=c, job_id=j) for c, j in sorted(sent.keys() - now)]
         events = list(events)
         header = (plan_version, active)
@@ -90,13 +91,11 @@ class UpdateSource:
         bare = pb.JobState()
         bare.CopyFrom(js)
         bare.ClearField("job")
-        done = js.iterations_done
-        if self.step > 0:
-            done = reported_done(done, js.job.stage_iterations, self.step)
-        true = bare.iterations_done
-        bare.iterations_done = done
+        if self.step > 0:  # compared as reported in steps, sent as it is
+            bare.iterations_done = reported_done(js.iterations_done, js.job.stage_iterations,
+                                                 self.step)  # fmt: skip
         rest = bare.SerializeToString(deterministic=True)
-        bare.iterations_done = true
+        bare.iterations_done = js.iterations_done
         return js.job.SerializeToString(deterministic=True), rest, bare
 
     def _update(

@@ -158,8 +158,10 @@ def _all_confirmed(coord: Coordinator) -> Callable[[], bool]:
             at += 1
         if at < len(links):
             return False
-        at = 0 if not all(lk.track.confirmed for lk in links if lk.up) else at
-        return at == len(links)
+        if all(lk.track.confirmed for lk in links if lk.up):
+            return True
+        at = 0  # one pushed again since it was passed: look from the start
+        return False
 
     return check
 

@@ -152,8 +152,9 @@ class Coordinator:
         for name, link in self.links.items():
             task = self.sessions.get(name)
             if task is None or task.done():
+                sync = sync_request(self.cfg)
                 self.sessions[name] = asyncio.create_task(
-                    link.serve(self._sync_request(), self._on_update, self._mark_down, self._retry)
+                    link.serve(sync, self._on_update, self._mark_down, self._retry)
                 )
 
     def _stop_session(self, name: str) -> None:
@@ -164,9 +165,6 @@ class Coordinator:
     @property
     def _retry(self) -> float:
         return min(1.0, self.cfg.scheduling.period)
-
-    def _sync_request(self) -> pb.SyncRequest:
-        return sync_request(self.cfg)
 
     def _on_update(self, link: AgentLink, up: pb.StateUpdate) -> str:
         t0 = time.perf_counter()
@@ -275,7 +273,7 @@ class Coordinator:
         cycles take longer (an overloaded coordinator reads acknowledgements late, and
         must not take them for losses and resend every plan whole)."""
         last = self.last_stats.total_s if self.last_stats is not None else 0.0
-        return max(2 * self._sync_request().interval, 2 * last)
+        return max(2 * sync_request(self.cfg).interval, 2 * last)
 
     def _collect(self, links: list[AgentLink]) -> Model:
         """Liveness, ageing out, the jobs ended, and the model from the merged updates."""
