@@ -8,20 +8,24 @@ queue of a link share it max-min fairly.
 Each (link, queue) pair is a virtual link whose capacity is what the link's higher
 queues leave: ``capacity - usage of queues above``. Rates are the fixed point of
 
-    r <- maxmin(virtual capacities computed from r)
+    r = maxmin(virtual capacities computed from r)
 
-started from r = 0 (or from the previous event's rates), where ``maxmin`` is exact
-progressive filling (every flow grows at the same pace; a virtual link that fills
-freezes the flows in it). A flow's rate in a queue never depends on lower queues, so
-where "f is above g on some link" never loops back the iteration reaches the exact
-fixed point in at most (longest chain of such relations + 1) rounds; the loop stops
-when the virtual capacities repeat. It is strict priority per link and max-min within
-each queue, with work conservation: a lower queue gets exactly what the higher ones
-leave. Bands mapped from one global order never loop back on one port, but on a
-leaf-spine flows ranked for different receivers meet on spine links and can close a
-cycle; an allocation that has not settled after ``MAX_ROUNDS`` falls back to filling
-every flow at its worst queue on the path (feasible and work-conserving: the model
-before per-link queues).
+where ``maxmin`` is exact progressive filling (every flow grows at the same pace; a
+virtual link that fills freezes the flows in it). It is computed in rounds, from r = 0
+or from the previous event's rates. A round fills the queues in order
+(:mod:`simulator.queue_order`): the flows whose queues are all open (capacity above
+the tolerance) join their queues into components; a component with a queue below
+another's on some link is filled after it, in the capacity its fresh rates leave; the
+components that cannot be ordered (a priority cycle) are filled together last, in what
+the last round's rates leave. Rounds stop when every queue's capacity is the one it was
+filled in. A flow's rate in a queue never depends on lower queues, so where "f is above
+g on some link" never loops back, a round is exact for the queues open at its start.
+It is strict priority per link and max-min within each queue, with work conservation:
+a lower queue gets exactly what the higher ones leave. Bands mapped from one global
+order never loop back on one port, but on a leaf-spine flows ranked for different
+receivers meet on spine links and can close a cycle; an allocation that has not
+settled after ``MAX_ROUNDS`` falls back to filling every flow at its worst queue on the
+path (feasible and work-conserving: the model before per-link queues).
 
 Optional contention penalty (Wang et al., Eq. 5: k concurrent tasks take
 ``a + k b M + (k-1) eta M``): when flows of ``k`` distinct tasks (jobs) share one queue

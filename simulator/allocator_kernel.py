@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from grouper.simulator.queue_order import component_order, flow_components
+
 
 @njit(cache=True)
 def _group(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -127,30 +129,6 @@ def _csr(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
-def _virtual_capacity(
-    rates: np.ndarray,
-    pf: np.ndarray,
-    vidx: np.ndarray,
-    cost: np.ndarray,
-    vcap_link: np.ndarray,
-    vlink: np.ndarray,
-) -> np.ndarray:
-    """What every queue gets: its link's capacity less what the queues above it use."""
-    nv = len(vlink)
-    used = np.zeros(nv)
-    for i in range(len(pf)):
-        used[vidx[i]] += rates[pf[i]]
-    out = np.empty(nv)
-    above = 0.0
-    for v in range(nv):
-        if v > 0 and vlink[v] != vlink[v - 1]:
-            above = 0.0
-        out[v] = max(vcap_link[v] - above, 0.0)
-        above += used[v] * cost[v]
-    return out
-
-
-@njit(cache=True)
 def allocate_kernel(
     pf: np.ndarray,
     pl: np.ndarray,
@@ -175,21 +153,24 @@ def allocate_kernel(
     cost = _costs(vidx, tflow, nv, penalty)
     by_flow, flow_start = _csr(pf, n)
     cap_v = capacity[vlink]
-    if warm:
-        vcap = _virtual_capacity(start, pf, vidx, cost, cap_v, vlink)
-    else:
-        vcap = cap_v.copy()
+    lfirst = np.empty(nv, np.int64)  # the first queue of every queue's link
+    for v in range(nv):
+        lfirst[v] = v if v == 0 or vlink[v] != vlink[v - 1] else lfirst[v - 1]
+    used = _use(start if warm else np.zeros(n), pf, vidx, nv)
     for _ in range(max_rounds):
-        rates = _maxmin(pf, vidx, vcap, cost, n, tol, by_flow, flow_start, by_v, v_start)
-        again = _virtual_capacity(rates, pf, vidx, cost, cap_v, vlink)
+        rates, filled = _ordered_round(
+            pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
+            v_start,
+        )  # fmt: skip
+        used = _use(rates, pf, vidx, nv)
+        again = _capacities(used, cost, cap_v, vlink)
         settled = True
         for v in range(nv):
-            if abs(again[v] - vcap[v]) > tol + 1e-9 * abs(vcap[v]):
+            if abs(again[v] - filled[v]) > tol + 1e-9 * abs(filled[v]):
                 settled = False
                 break
         if settled:
             return rates, True
-        vcap = again
     return _by_worst_queue(pf, pl, pq, tflow, capacity, penalty, n, tol), False
 
 
@@ -226,3 +207,151 @@ def _by_worst_queue(
             residual[li] = max(residual[li], 0.0)
         rates += got
     return rates
+
+
+@njit(cache=True)
+def _use(rates: np.ndarray, pf: np.ndarray, vidx: np.ndarray, nv: int) -> np.ndarray:
+    used = np.zeros(nv)
+    for i in range(len(pf)):
+        used[vidx[i]] += rates[pf[i]]
+    return used
+
+
+@njit(cache=True)
+def _capacities(
+    used: np.ndarray, cost: np.ndarray, cap_v: np.ndarray, vlink: np.ndarray
+) -> np.ndarray:
+    """What every queue gets: its link's capacity less what the queues above it use."""
+    nv = len(vlink)
+    out = np.empty(nv)
+    above = 0.0
+    for v in range(nv):
+        if v > 0 and vlink[v] != vlink[v - 1]:
+            above = 0.0
+        out[v] = max(cap_v[v] - above, 0.0)
+        above += used[v] * cost[v]
+    return out
+
+
+@njit(cache=True)
+def _fill_group(
+    fl: np.ndarray, links: np.ndarray, vidx: np.ndarray, by_flow: np.ndarray,
+    flow_start: np.ndarray, capnow: np.ndarray, cost: np.ndarray, tol: float,
+    rates: np.ndarray, lmap: np.ndarray,
+) -> None:  # fmt: skip
+    """Max-min rates of the flows ``fl`` alone (crossing only ``links``), in ``capnow``'s
+    capacities; ``lmap`` is -1 everywhere and left so."""
+    for i in range(len(links)):
+        lmap[links[i]] = i
+    m = 0
+    for f in fl:
+        m += flow_start[f + 1] - flow_start[f]
+    lpf = np.empty(m, np.int64)
+    lpv = np.empty(m, np.int64)
+    k = 0
+    for j in range(len(fl)):
+        for c in range(flow_start[fl[j]], flow_start[fl[j] + 1]):
+            lpf[k], lpv[k] = j, lmap[vidx[by_flow[c]]]
+            k += 1
+    lcap, lcost = capnow[links], cost[links]
+    lmap[links] = -1
+    bf, fs = _csr(lpf, len(fl))
+    bv, vs = _csr(lpv, len(links))
+    r = _maxmin(lpf, lpv, lcap, lcost, len(fl), tol, bf, fs, bv, vs)
+    for j in range(len(fl)):
+        rates[fl[j]] = r[j]
+
+
+@njit(cache=True)
+def _cap_of(
+    v: int, u: np.ndarray, cost: np.ndarray, cap_v: np.ndarray, lfirst: np.ndarray
+) -> float:
+    """What queue ``v`` gets: its link's capacity less what the queues above it use
+    (``_capacities``' arithmetic, term by term)."""
+    above = 0.0
+    for w in range(lfirst[v], v):
+        above += u[w] * cost[w]
+    return max(cap_v[v] - above, 0.0)
+
+
+@njit(cache=True)
+def _ordered_round(
+    pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, lfirst: np.ndarray, used: np.ndarray,
+    cost: np.ndarray, cap_v: np.ndarray, n: int, tol: float, by_flow: np.ndarray,
+    flow_start: np.ndarray, by_v: np.ndarray, v_start: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """One round of the fixed point, queues in order: the open queues (by the last
+    round's use) and the flows whose queues are all open; their components filled one
+    after another so that a queue's capacity comes from the rates just computed above it
+    (``queue_order``; the components that cannot be ordered together last, in what the
+    last round's use leaves them). Rates, and each queue's capacity at its filling (the
+    last round's for a queue with no flow filled)."""
+    vcap = _capacities(used, cost, cap_v, vlink)
+    comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start)
+    order, ordered = component_order(comp, vlink, nc)
+    fcomp = np.full(n, -1, np.int64)
+    for f in range(n):
+        if active[f]:
+            fcomp[f] = comp[vidx[by_flow[flow_start[f]]]]
+    fl_by, fl_start = _by_group(fcomp, nc)
+    vl_by, vl_start = _by_group(comp, nc)
+    u = used.copy()  # the use of every queue: this round's once filled
+    for v in range(len(vlink)):
+        if comp[v] < 0:  # no flow of it moves this round
+            u[v] = 0.0
+    filled = vcap.copy()
+    rates = np.zeros(n)
+    lmap = np.full(len(vlink), -1, np.int64)
+    for i in range(ordered):
+        c = order[i]
+        _fill_in(
+            fl_by[fl_start[c] : fl_start[c + 1]], vl_by[vl_start[c] : vl_start[c + 1]], vidx,
+            by_flow, flow_start, u, cost, cap_v, lfirst, tol, rates, filled, pf, by_v, v_start,
+            lmap,
+        )  # fmt: skip
+    if ordered < nc:  # the rest together
+        rest = np.zeros(nc, np.bool_)
+        rest[order[ordered:]] = True
+        _fill_in(
+            np.flatnonzero((fcomp >= 0) & rest[np.maximum(fcomp, 0)]),
+            np.flatnonzero((comp >= 0) & rest[np.maximum(comp, 0)]), vidx, by_flow, flow_start,
+            u, cost, cap_v, lfirst, tol, rates, filled, pf, by_v, v_start, lmap,
+        )  # fmt: skip
+    return rates, filled
+
+
+@njit(cache=True)
+def _by_group(key: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """The indices with ``key >= 0`` grouped by key, and where each group starts."""
+    start = np.zeros(groups + 1, np.int64)
+    for x in key:
+        if x >= 0:
+            start[x + 1] += 1
+    for g in range(groups):
+        start[g + 1] += start[g]
+    out = np.empty(start[groups], np.int64)
+    cur = start[:-1].copy()
+    for i in range(len(key)):
+        if key[i] >= 0:
+            out[cur[key[i]]] = i
+            cur[key[i]] += 1
+    return out, start
+
+
+@njit(cache=True)
+def _fill_in(
+    group: np.ndarray, links: np.ndarray, vidx: np.ndarray, by_flow: np.ndarray,
+    flow_start: np.ndarray, u: np.ndarray, cost: np.ndarray, cap_v: np.ndarray,
+    lfirst: np.ndarray, tol: float, rates: np.ndarray, filled: np.ndarray, pf: np.ndarray,
+    by_v: np.ndarray, v_start: np.ndarray, lmap: np.ndarray,
+) -> None:  # fmt: skip
+    """Flows ``group`` (every flow of queues ``links``) filled in what the queues above
+    leave now; their capacities into ``filled``, their use into ``u``."""
+    for v in links:  # every capacity first: the rest reads the last round's use there
+        filled[v] = _cap_of(v, u, cost, cap_v, lfirst)
+    _fill_group(group, links, vidx, by_flow, flow_start, filled, cost, tol, rates, lmap)
+    for v in links:
+        s = 0.0
+        for j in range(v_start[v], v_start[v + 1]):
+            s += rates[pf[by_v[j]]]
+        u[v] = s

@@ -29,6 +29,7 @@ class Classes(NamedTuple):
     aset: np.ndarray  # the active set (both links open)
     a_up: np.ndarray  # the links of ``aset[i]`` beside it: scanned in order, not by class
     a_down: np.ndarray
+    a_mult: np.ndarray  # its flows still moving (``mult``), beside it too
     pos: np.ndarray  # classes with a rate after the last allocation
     count: np.ndarray  # [active classes, classes in pos, active set changed since filled]
 
@@ -61,18 +62,19 @@ class Net(NamedTuple):
     k_rate: np.ndarray  # (C,) each active class's rate at its part's last filling
     dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
     part: np.ndarray  # (V,) union-find parents: links joined by active classes
-    root: np.ndarray  # (V,) each link's part at the filling: its root
     deg: np.ndarray  # (V,) active classes per link
-    redo: np.ndarray  # (V,) bool, per root: the part is filled again
-    last: np.ndarray  # (V,) bool, per root: filled at the last filling
-    m_pos: np.ndarray  # (C,) a class's index among the members gathered last
-    cnt0: np.ndarray  # (V,) flows per link of the members gathered last
+    m_of: np.ndarray  # (C,) the member gathered last of each entry of ``aset``
     books: np.ndarray  # [classes that left since the parts were found, members gathered,
-    #                     the gathered members are current, members left with no flows]
+    #                     the gathered members are current, members left with no flows,
+    #                     parts, parts in order]
     gone: np.ndarray  # (C,) the members left with no flows, still in the active set
-    sel: np.ndarray  # (V,) bool: the link's part is filled again (``redo`` by link)
-    filled: np.ndarray  # (V,) the capacities of the last filling
+    filled: np.ndarray  # (V,) each link's capacity at its part's last filling
     tol: np.ndarray  # [tol]
     worst: np.ndarray  # (C,) the classes by worst queue (the fallback's order, per plan)
     worst_start: np.ndarray  # (q+1,) where each queue's classes start in ``worst``
     worst_ports: np.ndarray  # (2, C) the up and down ports of ``worst[j]``, beside it
+    port: np.ndarray  # (V,) the port of each virtual link
+    b_start: np.ndarray  # (V+2,) where each part's members start, parts in order
+    b_lstart: np.ndarray  # (V+2,) where each part's links start in ``b_links``
+    b_links: np.ndarray  # (V,) the links of the parts, part by part
+    cnt0: np.ndarray  # (V,) flows per link of the members gathered last

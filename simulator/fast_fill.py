@@ -2,24 +2,24 @@
 only the classes that can move.
 
 A class is a set of flows with the same virtual links: (uplink, band) and (downlink,
-receiver band); virtual link ``v = port * q + band``. The allocator's fixed point
-(:mod:`simulator.allocator`) is kept: virtual capacities from the rates (a queue gets
-what the queues above it leave), exact progressive filling within them, until the
-capacities repeat, at most ``MAX_ROUNDS`` rounds, else the worst-queue fallback. What
-changes is the work per round:
+receiver band); virtual link ``v = port * q + band``. The allocator's rounds
+(:mod:`simulator.allocator`) are kept: the open queues by the last round's use, their
+parts filled in the order of their queues (a part's capacities from the rates the
+parts above it just got), the parts that cannot be ordered together last, until every
+queue's capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds, else the
+worst-queue fallback. What changes is the work per round:
 
 * A virtual link with no capacity left (``vcap <= tol``) saturates at once, at level 0,
   so its classes get rate 0 whatever their other link does. Only the classes whose two
   links are open (the *active set*) take part in the filling; it is kept across rounds
   and events, and only the classes of links that open or close are looked at.
-* Max-min filling is independent in *parts* of the active set that share no link
-  (links joined by active classes, kept by union-find: a class that joins unites two
-  parts, one that leaves splits none, so a part may be coarser than the connected
-  pieces until the parts are found again). A part is filled again only when one of its
-  links got other classes (a class joined, left or lost flows) or another capacity
+* The *parts* are the allocator's components: links joined by active classes, kept by
+  union-find (a class that joins unites two parts) and found again in a round after a
+  class left. The members are gathered part by part in the parts' order when the
+  active set changed (``_order``), else kept. A part is filled again only when one of
+  its links got other classes (a class joined, left or lost flows) or another capacity
   than the one it was filled in; the other parts keep their rates (the same classes in
-  the same capacities: the same rates, up to the ``tol`` within which a joint filling
-  freezes links of two parts at one level).
+  the same capacities: the same rates).
 * The filling itself (``progressive``) takes the next link to saturate from a heap of
   saturation levels: a round costs the refilled classes and the links, not every class.
 
@@ -35,16 +35,9 @@ from numba import njit
 
 from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.fast_fallback import fallback
 from grouper.simulator.progressive import links_of, maxmin
-
-
-@njit(cache=True)
-def _root(par: np.ndarray, v: int) -> int:
-    while par[v] != v:
-        par[v] = par[par[v]]
-        v = par[v]
-    return v
-
+from grouper.simulator.queue_order import component_order, find_root
 
 # The active set's bookkeeping takes arrays, not the ``Classes`` and ``Net`` tuples:
 # numba reference-counts every array of a tuple passed to a call (about 0.4 us for
@@ -53,21 +46,21 @@ def _root(par: np.ndarray, v: int) -> int:
 
 @njit(cache=True)
 def _join(
-    k: int, up: np.ndarray, down: np.ndarray, aset: np.ndarray, apos: np.ndarray,
-    a_up: np.ndarray, a_down: np.ndarray, count: np.ndarray, dirty: np.ndarray,
-    deg: np.ndarray, par: np.ndarray,
+    k: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray, aset: np.ndarray,
+    apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray, a_mult: np.ndarray,
+    count: np.ndarray, dirty: np.ndarray, deg: np.ndarray, par: np.ndarray,
 ) -> None:  # fmt: skip
     """Class ``k`` joins the active set; its links' parts are united."""
     n = count[0]
     u, d = up[k], down[k]
-    aset[n], a_up[n], a_down[n] = k, u, d
+    aset[n], a_up[n], a_down[n], a_mult[n] = k, u, d, mult[k]
     apos[k] = n
     count[0] = n + 1
     count[2] = 1
     dirty[u] = dirty[d] = True
     deg[u] += 1
     deg[d] += 1
-    ru, rd = _root(par, u), _root(par, d)
+    ru, rd = find_root(par, u), find_root(par, d)
     if ru != rd:
         par[max(ru, rd)] = min(ru, rd)
 
@@ -75,17 +68,26 @@ def _join(
 @njit(cache=True)
 def _leave(
     k: int, up: np.ndarray, down: np.ndarray, aset: np.ndarray, apos: np.ndarray,
-    a_up: np.ndarray, a_down: np.ndarray, count: np.ndarray, rate: np.ndarray,
-    dirty: np.ndarray, deg: np.ndarray, books: np.ndarray,
+    a_up: np.ndarray, a_down: np.ndarray, a_mult: np.ndarray, m_of: np.ndarray,
+    count: np.ndarray, rate: np.ndarray, dirty: np.ndarray, deg: np.ndarray,
+    books: np.ndarray, m_mult: np.ndarray, m_cls: np.ndarray, cnt0: np.ndarray,
 ) -> None:  # fmt: skip
-    """Class ``k`` leaves the active set with rate 0 (its part is not split)."""
+    """Class ``k`` leaves the active set with rate 0 (its part is not split). A member
+    of the last gathering stays there with no flows (it takes no capacity), so the
+    members need not be gathered again."""
     i, n = apos[k], count[0] - 1
+    j = m_of[i]
+    if books[2] and 0 <= j < books[1] and m_cls[j] == k:
+        cnt0[up[k]] -= m_mult[j]
+        cnt0[down[k]] -= m_mult[j]
+        m_mult[j] = 0
+    else:
+        count[2] = 1
     last = aset[n]
-    aset[i], a_up[i], a_down[i] = last, a_up[n], a_down[n]
+    aset[i], a_up[i], a_down[i], a_mult[i], m_of[i] = last, a_up[n], a_down[n], a_mult[n], m_of[n]
     apos[last] = i
     apos[k] = -1
     count[0] = n
-    count[2] = 1
     rate[k] = 0.0
     u, d = up[k], down[k]
     dirty[u] = dirty[d] = True
@@ -97,15 +99,17 @@ def _leave(
 @njit(cache=True)
 def active_remove(c: Classes, net: Net, k: int) -> None:
     _leave(
-        k, c.up, c.down, c.aset, c.apos, c.a_up, c.a_down, c.count, c.rate, net.dirty,
-        net.deg, net.books,
+        k, c.up, c.down, c.aset, c.apos, c.a_up, c.a_down, c.a_mult, net.m_of, c.count,
+        c.rate, net.dirty, net.deg, net.books, net.m_mult, net.m_cls, net.cnt0,
     )  # fmt: skip
 
 
 @njit(cache=True)
-def _member(net: Net, k: int) -> int:
+def _member(c: Classes, net: Net, k: int) -> int:
     """Class ``k``'s index among the members gathered last, or -1."""
-    i = net.m_pos[k]
+    if c.apos[k] < 0:
+        return -1
+    i = net.m_of[c.apos[k]]
     if net.books[2] and 0 <= i < net.books[1] and net.m_cls[i] == k:
         return i
     return -1
@@ -118,7 +122,8 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
     set, taking no capacity, until the active set next changes: ``net.gone``); another
     class left with none leaves the active set."""
     net.dirty[c.up[k]] = net.dirty[c.down[k]] = True
-    i = _member(net, k)
+    c.a_mult[c.apos[k]] = c.mult[k]
+    i = _member(c, net, k)
     if i >= 0:
         net.m_mult[i] -= lost
         net.cnt0[c.up[k]] -= lost
@@ -134,7 +139,7 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
 def _toggle(c: Classes, net: Net, tol: float) -> None:
     """Open and close links by ``vcap`` and keep the active set in step."""
     up, down, aset, apos, count, mult, rate = c.up, c.down, c.aset, c.apos, c.count, c.mult, c.rate
-    a_up, a_down = c.a_up, c.a_down
+    a_up, a_down, a_mult, m_of = c.a_up, c.a_down, c.a_mult, net.m_of
     isopen, vcap, dirty, deg = net.isopen, net.vcap, net.dirty, net.deg
     par, books = net.part, net.books
     vstart, vcls, flips = net.vstart, net.vcls, net.work[2]
@@ -151,69 +156,30 @@ def _toggle(c: Classes, net: Net, tol: float) -> None:
             k = vcls[j]
             if not isopen[v]:
                 if apos[k] >= 0:
-                    _leave(k, up, down, aset, apos, a_up, a_down, count, rate, dirty, deg, books)
+                    _leave(
+                        k, up, down, aset, apos, a_up, a_down, a_mult, m_of, count, rate,
+                        dirty, deg, books, net.m_mult, net.m_cls, net.cnt0,
+                    )  # fmt: skip
             elif apos[k] < 0 and mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:
-                _join(k, up, down, aset, apos, a_up, a_down, count, dirty, deg, par)
+                _join(k, up, down, mult, aset, apos, a_up, a_down, a_mult, count, dirty, deg, par)
 
 
 @njit(cache=True)
 def _parts(c: Classes, net: Net) -> None:
-    """The parts of the active set found again. Between two findings a class that joins
-    unites its links' parts and one that leaves changes nothing: a part it split stays
-    one, filled as one, which is still exact; once the classes that left since the
-    last finding outnumber an eighth of the active set, the parts are found again."""
+    """The parts of the active set found again (union-find over the active classes'
+    links). Between two findings a class that joins unites its links' parts and one that
+    leaves changes nothing: a part it split stays one, filled as one, which gives the
+    same rates as long as the parts can be ordered; ``_fill`` finds them again once the
+    classes that left outnumber an eighth of the active set, and whenever some parts
+    cannot be ordered (coarse parts could be what makes them so)."""
     par = net.part
     for v in range(len(par)):
         par[v] = v
     for i in range(c.count[0]):
-        ru, rd = _root(par, c.a_up[i]), _root(par, c.a_down[i])
+        ru, rd = find_root(par, c.a_up[i]), find_root(par, c.a_down[i])
         if ru != rd:
             par[max(ru, rd)] = min(ru, rd)
     net.books[0] = 0
-
-
-@njit(cache=True)
-def _gather(c: Classes, net: Net) -> int:
-    """The members: the active classes of the parts filled again, in ``aset`` order;
-    their flows per link (``net.cnt0``) and per-link lists (``links_of``)."""
-    mu, md, mm, mc, sel = net.m_up, net.m_down, net.m_mult, net.m_cls, net.sel
-    aset, a_up, a_down, mult, m_pos = c.aset, c.a_up, c.a_down, c.mult, net.m_pos
-    n = 0
-    for i in range(c.count[0]):  # in order: the class's arrays only for a member
-        u = a_up[i]
-        if sel[u]:  # a class's two links are in one part
-            k = aset[i]
-            mu[n], md[n], mm[n], mc[n] = u, a_down[i], mult[k], k
-            m_pos[k] = n
-            n += 1
-    links_of(mu, md, mm, n, len(net.vcap), net)
-    net.cnt0[:] = net.cnt
-    net.last[:] = net.redo
-    net.books[1], net.books[2] = n, 1
-    return n
-
-
-@njit(cache=True)
-def _changed(net: Net, mark: bool) -> bool:
-    """Whether a link with classes got other classes or another capacity since the last
-    filling (a link left with none is dirty only when a class left the active set,
-    which refills anyway). With ``mark`` every such link's part is marked to be filled
-    again (``net.redo``, by the roots it sets in ``net.root``); else the first one
-    found answers."""
-    deg, dirty, vcap, filled = net.deg, net.dirty, net.vcap, net.filled
-    par, root, redo = net.part, net.root, net.redo
-    if mark:
-        redo[:] = False
-    found = False
-    for v in range(len(vcap)):
-        if mark:
-            root[v] = _root(par, v)
-        if deg[v] > 0 and (dirty[v] or vcap[v] != filled[v]):
-            if not mark:
-                return True
-            redo[root[v]] = True
-            found = True
-    return found
 
 
 @njit(cache=True)
@@ -237,37 +203,119 @@ def _drop_gone(c: Classes, net: Net) -> None:
 
 
 @njit(cache=True)
-def _fill(c: Classes, net: Net) -> None:
-    """The active classes' rates in ``net.vcap`` (into ``net.k_rate``) and their use per
-    link (``net.used``). Max-min filling is separate in parts of the active set that
-    share no link, so only the parts with a link whose capacity or classes changed since
-    the last filling are filled again; the others keep their rates and use. When the
-    same parts are filled again with the same classes, the members gathered last are
-    filled again as they are (``member_lost`` counts them out in place)."""
-    if c.count[2]:
-        _drop_gone(c, net)
-        if 8 * net.books[0] > c.count[0]:
-            _parts(c, net)
-        c.count[2] = 0
-        net.books[2] = 0
-    _changed(net, True)
-    redo, part = net.redo, net.root
-    same = net.books[2] == 1
-    for v in range(len(net.vcap)):
-        same &= redo[v] == net.last[v]
-        net.sel[v] = redo[part[v]]
-        if net.sel[v] or net.deg[v] == 0:
-            net.m_used[v] = 0.0
-    if same:
-        n = net.books[1]
-        net.cnt[:] = net.cnt0
-    else:
-        n = _gather(c, net)
-    maxmin(net.m_up, net.m_down, net.m_mult, n, net.vcap, net)
-    for i in range(n):
+def _order(c: Classes, net: Net) -> None:
+    """The parts in the order of their queues (``component_order``: every queue after
+    the queues above it on its port), the active classes gathered part by part in that
+    order (members ``b_start[i]..b_start[i+1]`` of the i-th part) and each part's links
+    (``b_links``), kept until the active set changes."""
+    par, deg, nv = net.part, net.deg, len(net.vcap)
+    comp = np.full(nv, -1, np.int64)
+    ids = np.full(nv, -1, np.int64)
+    nc = 0
+    for v in range(nv):
+        if deg[v] > 0:
+            r = find_root(par, v)
+            if ids[r] < 0:
+                ids[r] = nc
+                nc += 1
+            comp[v] = ids[r]
+    order, ordered = component_order(comp, net.port, nc)
+    at = np.empty(nc, np.int64)
+    for i in range(nc):
+        at[order[i]] = i
+    bs, ls = net.b_start, net.b_lstart
+    bs[: nc + 2] = 0
+    ls[: nc + 2] = 0
+    for i in range(c.count[0]):
+        bs[at[comp[c.a_up[i]]] + 2] += 1
+    for v in range(nv):
+        if comp[v] >= 0:
+            ls[at[comp[v]] + 2] += 1
+    for i in range(2, nc + 2):
+        bs[i] += bs[i - 1]
+        ls[i] += ls[i - 1]
+    mu, md, mm, mc, m_of = net.m_up, net.m_down, net.m_mult, net.m_cls, net.m_of
+    for i in range(c.count[0]):  # bs[p + 1] is the next slot of part p: at the end, its end
+        p = at[comp[c.a_up[i]]]
+        j = bs[p + 1]
+        k = c.aset[i]
+        mu[j], md[j], mm[j], mc[j] = c.a_up[i], c.a_down[i], c.a_mult[i], k
+        m_of[i] = j
+        bs[p + 1] = j + 1
+    for v in range(nv):
+        if comp[v] >= 0:
+            p = at[comp[v]]
+            net.b_links[ls[p + 1]] = v
+            ls[p + 1] += 1
+    n = c.count[0]
+    links_of(mu, md, mm, n, net.b_links[: ls[nc]], net)  # kept until the next gathering
+    net.cnt0[:] = net.cnt
+    net.books[1], net.books[2], net.books[4], net.books[5] = n, 1, nc, ordered
+
+
+@njit(cache=True)
+def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
+    """What queue ``v`` gets: its port's capacity less what the queues above it use
+    (``_virtual_capacity``'s arithmetic, term by term)."""
+    above = 0.0
+    for w in range(v - v % q, v):
+        above += used[w]
+    return max(cap[v] - above, 0.0)
+
+
+@njit(cache=True)
+def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
+    """Parts ``lo..hi-1`` (in ``_order``'s order) filled together in the capacities the
+    queues above them leave now (``net.used``); a part whose links kept their classes
+    and capacities since its last filling keeps its rates when filled alone."""
+    links, ls, used, filled, dirty = net.b_links, net.b_lstart, net.used, net.filled, net.dirty
+    again = False
+    for j in range(ls[lo], ls[hi]):
+        v = links[j]
+        if net.deg[v] > 0:  # else no class of it is active (``_fill``)
+            x = _capacity(v, q, net.cap, used)
+            again |= dirty[v] or x != filled[v]
+            filled[v] = x
+    if not again:
+        return
+    s, e = net.b_start[lo], net.b_start[hi]
+    for j in range(ls[lo], ls[hi]):
+        net.m_used[links[j]] = 0.0
+        net.cnt[links[j]] = net.cnt0[links[j]]
+    maxmin(net.m_up, net.m_down, net.m_mult, s, e, filled, links[ls[lo] : ls[hi]], net)
+    for i in range(s, e):
         net.k_rate[net.m_cls[i]] = max(net.m_rate[i], 0.0)
-    net.filled[:] = net.vcap  # a part kept had these capacities
-    net.used[:] = net.m_used[: len(net.used)]
+    for j in range(ls[lo], ls[hi]):
+        if net.deg[links[j]] > 0:
+            used[links[j]] = net.m_used[links[j]]
+
+
+@njit(cache=True)
+def _fill(c: Classes, net: Net, q: int) -> None:
+    """One round over the active classes, queues in order: each part filled in the
+    capacities the parts above it just left, the parts that cannot be ordered together
+    last, in what the last round's rates leave them (``allocator_kernel._ordered_round``).
+    The members are gathered again only when a class joined (``_order``). Sets
+    ``net.filled`` (each link's capacity at this round's filling) and ``net.used``."""
+    _drop_gone(c, net)
+    books = net.books
+    if c.count[2] or (books[5] < books[4] and books[0] > 0):
+        if 8 * books[0] > c.count[0]:
+            _parts(c, net)
+        _order(c, net)
+        if books[5] < books[4] and books[0] > 0:
+            _parts(c, net)  # parts that cannot be ordered may be coarse ones: be exact
+            _order(c, net)
+        c.count[2] = 0
+    for v in range(len(net.vcap)):
+        if net.deg[v] == 0:
+            net.used[v] = 0.0
+            net.filled[v] = net.vcap[v]
+    nc, ordered = net.books[4], net.books[5]
+    for i in range(ordered):
+        _fill_parts(c, net, q, i, i + 1)
+    if ordered < nc:
+        _fill_parts(c, net, q, ordered, nc)
     net.dirty[:] = False
 
 
@@ -283,19 +331,10 @@ def _virtual_capacity(used: np.ndarray, cap: np.ndarray, q: int, out: np.ndarray
 
 
 @njit(cache=True)
-def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
-    net.used[:] = 0.0
-    for i in range(n):
-        k = classes[i]
-        x = c.rate[k] * c.mult[k]
-        net.used[c.up[k]] += x
-        net.used[c.down[k]] += x
-
-
-@njit(cache=True)
 def _settled(net: Net, tol: float) -> bool:
     for v in range(len(net.vcap)):
-        if net.vnum[v] > 0 and abs(net.again[v] - net.vcap[v]) > tol + 1e-9 * abs(net.vcap[v]):
+        x = net.filled[v]
+        if net.vnum[v] > 0 and abs(net.again[v] - x) > tol + 1e-9 * abs(x):
             return False
     return True
 
@@ -310,8 +349,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     _virtual_capacity(net.used, net.cap, q, net.vcap)
     for _ in range(MAX_ROUNDS):
         _toggle(c, net, tol)
-        if c.count[2] or _changed(net, False):
-            _fill(c, net)  # else the same members in the same capacities: the same rates
+        _fill(c, net, q)
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net, tol):
             n = c.count[0]
@@ -321,66 +359,5 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
             c.count[1] = n
             return True
         net.vcap[:] = net.again
-    _fallback(c, net, q)
+    fallback(c, net, q)
     return False
-
-
-@njit(cache=True)
-def by_worst_queue(
-    up: np.ndarray, down: np.ndarray, q: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The classes sorted by worst queue (counting sort), where each queue's start, and
-    the (up, down) ports of each in that order: fixed between plans, so the fallback
-    need not sort, and reads the ports in order."""
-    start = np.zeros(q + 1, np.int64)
-    for k in range(len(up)):
-        start[max(up[k] % q, down[k] % q) + 1] += 1
-    start = np.cumsum(start)
-    cur = start[:-1].copy()
-    order = np.empty(len(up), np.int64)
-    ports = np.empty((2, len(up)), np.int64)
-    for k in range(len(up)):
-        b = max(up[k] % q, down[k] % q)
-        order[cur[b]] = k
-        ports[0, cur[b]], ports[1, cur[b]] = up[k] // q, down[k] // q
-        cur[b] += 1
-    return order, start, ports
-
-
-@njit(cache=True)
-def _fallback(c: Classes, net: Net, q: int) -> None:
-    """A priority cycle: every class at its worst queue (``allocate``'s fallback):
-    level by level, max-min over ports in what the levels above left. A class with a
-    port left with no capacity (``tol``) gets 0 without taking part, as in the active
-    set (the allocator gives it the tiny level at which that port saturates)."""
-    residual = net.cap[::q].copy()
-    tol = net.tol[0]
-    mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
-    worst, ports, mult = net.worst, net.worst_ports, c.mult
-    n_pos = 0
-    for b in range(q):
-        n = 0
-        for j in range(net.worst_start[b], net.worst_start[b + 1]):
-            pu, pd = ports[0, j], ports[1, j]
-            if residual[pu] > tol and residual[pd] > tol and mult[worst[j]] > 0:
-                k = worst[j]
-                mu[n], md[n], mm[n], members[n] = pu, pd, mult[k], k
-                n += 1
-        if n == 0:
-            continue
-        links_of(mu, md, mm, n, len(residual), net)
-        net.m_used[: len(residual)] = 0.0
-        maxmin(mu, md, mm, n, residual, net)
-        for p in range(len(residual)):
-            residual[p] = max(residual[p] - net.m_used[p], 0.0)
-        for i in range(n):
-            k = members[i]
-            c.rate[k] = net.m_rate[i]
-            if c.rate[k] > 0.0:
-                c.pos[n_pos] = k
-                n_pos += 1
-    c.count[1] = n_pos
-    c.count[2] = 1  # the workspace was the fallback's: every part is filled again
-    net.dirty[:] = True
-    net.books[2] = 0
-    _used(c, net, c.pos, n_pos)

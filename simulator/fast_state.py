@@ -18,7 +18,8 @@ from numba import njit
 
 from grouper.simulator.allocator_kernel import _group
 from grouper.simulator.fast_classes import Classes, Net
-from grouper.simulator.fast_fill import allocate_classes, by_worst_queue, member_lost
+from grouper.simulator.fast_fallback import by_worst_queue
+from grouper.simulator.fast_fill import allocate_classes, member_lost
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
@@ -36,7 +37,7 @@ class Flows(NamedTuple):
 
 def empty_classes() -> Classes:
     z, f = np.zeros(0, np.int64), np.zeros(0)
-    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, z, z, np.array([0, 0, 1], np.int64))
+    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, z, z, z, np.array([0, 0, 1], np.int64))
 
 
 @njit(cache=True)
@@ -91,7 +92,7 @@ def rebuild(
         up, down, np.diff(starts), starts[:-1].copy(), fs[order], np.zeros(nc), np.zeros(nc),
         least, slack, np.full(nc, -1, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
-        np.array([0, 0, 1], dtype=np.int64),
+        np.empty(nc, np.int64), np.array([0, 0, 1], dtype=np.int64),
     )  # fmt: skip
     return new_c, _net(up, down, nv, q, cap, used, tol)
 
@@ -123,11 +124,11 @@ def _net(
         np.empty(2 * nc, np.int64), z.copy(), np.zeros(nv, np.int64),
         np.zeros((3, nv), np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc), z.copy(),
-        np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.arange(nv),
-        np.zeros(nv, np.int64), np.zeros(nv, np.bool_), np.zeros(nv, np.bool_),
-        np.zeros(nc, np.int64), np.zeros(nv, np.int64), np.zeros(4, np.int64),
-        np.empty(nc, np.int64), np.zeros(nv, np.bool_), z.copy(), np.full(1, tol), worst,
-        worst_start, worst_ports,
+        np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.zeros(nv, np.int64),
+        np.zeros(nc, np.int64), np.zeros(6, np.int64), np.empty(nc, np.int64), z.copy(),
+        np.full(1, tol), worst, worst_start, worst_ports, np.arange(nv) // q,
+        np.zeros(nv + 2, np.int64), np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
+        np.zeros(nv, np.int64),
     )  # fmt: skip
 
 

@@ -53,18 +53,25 @@ def _pop(hk: np.ndarray, hv: np.ndarray, n: int) -> tuple[float, int, int]:
 
 
 @njit(cache=True)
-def links_of(mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, nl: int, w: Workspace) -> None:
-    """Unfrozen flows per link and the CSR of the members per link."""
+def links_of(
+    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, links: np.ndarray, w: Workspace
+) -> None:
+    """Unfrozen flows per link and the members of each link (``w.acls`` from
+    ``w.astart[v]`` to ``w.work[0][v]``), for members ``0..n-1`` whose links are all in
+    ``links``: the work is the members' and those links', not every link's."""
     cnt, start, ent, cur = w.cnt, w.astart, w.acls, w.work[0]
-    cnt[:nl] = 0
-    start[: nl + 1] = 0
+    for v in links:
+        cnt[v] = 0
+        cur[v] = 0
     for i in range(n):
         cnt[mu[i]] += mm[i]
         cnt[md[i]] += mm[i]
-        start[mu[i] + 1] += 1
-        start[md[i] + 1] += 1
-    for v in range(nl):
-        start[v + 1] += start[v]
+        cur[mu[i]] += 1
+        cur[md[i]] += 1
+    off = 0
+    for v in links:
+        start[v] = off
+        off += cur[v]
         cur[v] = start[v]
     for i in range(n):
         ent[cur[mu[i]]] = i
@@ -75,22 +82,25 @@ def links_of(mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, nl: int, w:
 
 @njit(cache=True)
 def maxmin(
-    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, cap: np.ndarray, w: Workspace
-) -> None:
-    """Exact progressive filling of members ``0..n-1`` (links ``mu``, ``md``, ``mm``
-    flows each) in link capacities ``cap`` (``allocator_kernel._maxmin``: every link
-    whose residual falls to ``tol`` saturates and freezes its members at the level
-    reached): rates into ``w.m_rate``, rate x flows per link added to ``w.m_used`` (the
-    caller zeroes the members' links first)."""
+    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, lo: int, hi: int, cap: np.ndarray,
+    links: np.ndarray, w: Workspace,
+) -> None:  # fmt: skip
+    """Exact progressive filling of members ``lo..hi-1`` (links ``mu``, ``md``, ``mm``
+    flows each, every link of theirs in ``links``) in link capacities ``cap``
+    (``allocator_kernel._maxmin``: every link whose residual falls to ``tol`` saturates
+    and freezes its members at the level reached): rates into ``w.m_rate``, rate x
+    flows per link added to ``w.m_used`` (the caller zeroes the members' links first).
+    The links' member lists and unfrozen flows (``w.cnt``) are the caller's: from
+    ``links_of``, or kept from it (no other member may be listed on these links)."""
     # the arrays are taken out of ``w`` once: a call that passes ``w`` (dozens of
     # arrays, each reference counted) costs about 0.4 us, as much as the work per link
-    nl, tol = len(cap), w.tol[0]
+    tol = w.tol[0]
     cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
-    rate, used, astart, acls = w.m_rate, w.m_used, w.astart, w.acls
+    rate, used, astart, aend, acls = w.m_rate, w.m_used, w.astart, w.work[0], w.acls
     batch, aside = w.work[1], w.work[2]
-    rate[:n] = -1.0
+    rate[lo:hi] = -1.0
     h = 0
-    for v in range(nl):
+    for v in links:
         if cnt[v] > 0:
             res[v], lv[v] = cap[v], 0.0
             h = _push(hk, hv, h, res[v] / cnt[v], v)
@@ -118,7 +128,7 @@ def maxmin(
                 na += 1
         for i in range(nb):  # each link's unfrozen members at ``level``
             b = batch[i]
-            for j in range(astart[b], astart[b + 1]):
+            for j in range(astart[b], aend[b]):
                 x = acls[j]
                 if rate[x] >= 0.0:
                     continue

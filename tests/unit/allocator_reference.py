@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse.csgraph import connected_components
 
 from grouper.simulator.allocator import crossings
 
@@ -48,19 +49,95 @@ def allocate_reference(
     head = np.repeat(first, np.diff(np.r_[first, len(vkeys)]))
     tol = EPS * max(float(capacity.max(initial=0.0)), 1.0)
 
-    def virtual_capacity(r: np.ndarray) -> np.ndarray:
-        used = np.bincount(vidx, weights=r[pf], minlength=len(vkeys)) * cost
+    def capacities(used: np.ndarray) -> np.ndarray:
+        used = used * cost
         before = np.cumsum(used) - used  # usage of everything before, in link order
         return np.maximum(capacity[vlink] - (before - before[head]), 0.0)
 
-    vcap = capacity[vlink] if start is None else virtual_capacity(np.asarray(start, float))
+    def use(r: np.ndarray) -> np.ndarray:
+        return np.bincount(vidx, weights=r[pf], minlength=len(vkeys))
+
+    used = np.zeros(len(vkeys)) if start is None else use(np.asarray(start, float))
     for _ in range(MAX_ROUNDS):
-        rates = _maxmin(pf, vidx, vcap, cost, n, tol)
-        again = virtual_capacity(rates)
-        if np.allclose(again, vcap, rtol=1e-9, atol=tol):  # the same fill again: settled
+        rates, filled = _ordered_round(
+            pf, vidx, vlink, capacity[vlink], capacities(used), used, cost, n, tol
+        )
+        used = use(rates)
+        if np.allclose(capacities(used), filled, rtol=1e-9, atol=tol):  # settled
             return rates
-        vcap = again
     return _by_worst_queue(pf, pl, pq, capacity, task, penalty, n, tol)
+
+
+def _ordered_round(
+    pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, link_cap: np.ndarray,
+    vcap: np.ndarray, used: np.ndarray, cost: np.ndarray, n: int, tol: float,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """One round, queues in order: flows with every queue open (``vcap > tol``), their
+    components (scipy), filled in an order where a component comes after those with a
+    queue above one of its queues on a link; components that cannot be so ordered, and
+    those below them, together last in capacities from ``used``. Rates, and every queue's
+    capacity at its filling (``vcap`` where no flow of it was filled)."""
+    nv = len(vcap)
+    active = np.zeros(n, dtype=bool)
+    active[pf] = True
+    active[pf[vcap[vidx] <= tol]] = False
+    on = active[pf]
+    graph = sparse.coo_matrix(
+        (np.ones(int(on.sum())), (vidx[on], nv + pf[on])), shape=(nv + n, nv + n)
+    )
+    _, label = connected_components(graph, directed=False)
+    has = np.zeros(nv, dtype=bool)
+    has[vidx[on]] = True
+    comp = np.full(nv, -1)
+    comp[has] = np.unique(label[:nv][has], return_inverse=True)[1]
+    order, rest = _kahn(comp, vlink)
+    u = np.where(has, used, 0.0)
+    filled = vcap.copy()
+    rates = np.zeros(n)
+
+    def fill(queues: np.ndarray) -> None:
+        for v in queues:  # what the queues above on its link use now
+            above = (vlink == vlink[v]) & (np.arange(nv) < v)
+            filled[v] = max(link_cap[v] - float((u[above] * cost[above]).sum()), 0.0)
+        sel = on & np.isin(vidx, queues)
+        got = _maxmin(pf[sel], vidx[sel], filled, cost, n, tol)
+        rates[pf[sel]] = got[pf[sel]]
+        u[queues] = np.bincount(vidx[sel], weights=got[pf[sel]], minlength=nv)[queues]
+
+    for c in order:
+        fill(np.flatnonzero(comp == c))
+    if rest:
+        fill(np.flatnonzero(np.isin(comp, rest)))
+    return rates, filled
+
+
+def _kahn(comp: np.ndarray, vlink: np.ndarray) -> tuple[list[int], list[int]]:
+    """Components in order (Kahn's over "a queue of one is above a queue of the other on
+    a link", between neighbouring queues with flows), and those left over."""
+    nc = int(comp.max()) + 1
+    below: dict[int, set[int]] = {c: set() for c in range(nc)}
+    loops = set()
+    queues = np.flatnonzero(comp >= 0)
+    for a, b in zip(queues[:-1], queues[1:], strict=True):
+        if vlink[a] == vlink[b]:
+            if comp[a] == comp[b]:
+                loops.add(int(comp[a]))
+            else:
+                below[int(comp[a])].add(int(comp[b]))
+    indeg = {c: 0 for c in range(nc)}
+    for c in below:
+        for d in below[c]:
+            indeg[d] += 1
+    ready = [c for c in range(nc) if indeg[c] == 0 and c not in loops]
+    order = []
+    while ready:
+        c = ready.pop()
+        order.append(c)
+        for d in below[c]:
+            indeg[d] -= 1
+            if indeg[d] == 0 and d not in loops:
+                ready.append(d)
+    return order, [c for c in range(nc) if c not in order]
 
 
 def _maxmin(

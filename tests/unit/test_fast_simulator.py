@@ -108,12 +108,13 @@ def test_a_share_kept_leaves_the_fast_path_only_for_the_policies_it_keeps() -> N
 
 def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None:
     """``fast_fill.allocate_classes`` (the filling over classes whose two queues are
-    open, the worst-queue fallback for priority cycles) against ``allocate`` flow by
-    flow, on seeded instances with any bands, many identical flows among them."""
+    open, parts in the order of their queues, the worst-queue fallback for priority
+    cycles) against ``allocate`` flow by flow, on seeded instances with any bands, many
+    identical flows among them."""
     rng = np.random.default_rng(11)
     cap = np.asarray([1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 2.0, 1.0])
     tol = 1e-12 * cap.max()
-    fallbacks = 0
+    fallbacks = unordered = 0
     for _ in range(1500):
         a = rng.integers(0, 4, size=(int(rng.integers(1, 30)), 4))
         up, down, band, rband = a[:, 0], 4 + a[:, 1], a[:, 2], a[:, 3]
@@ -128,12 +129,15 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None
             empty_classes(), flows, np.arange(n), table, np.arange(n), 4, 4, cap, 0, tol
         )
         fallbacks += not allocate_classes(cls, net, 4, tol)
+        unordered += net.books[5] < net.books[4]  # parts above themselves somewhere
         got = np.zeros(n)
         for k in range(len(cls.mult)):
             got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = cls.rate[k]
         want = flow_rates((up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n))
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-    assert fallbacks > 100  # priority cycles were among them
+    # priority cycles were among them: parts that cannot be ordered in 614 allocations,
+    # and 164 did not settle (the worst-queue fallback)
+    assert fallbacks > 100 and unordered > 300
 
 
 def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() -> None:
@@ -146,7 +150,7 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
     p, q = 8, 4
     cap = rng.choice([1.0, 2.0, 3.0], size=2 * p)
     tol = 1e-12 * cap.max()
-    events = fallbacks = 0
+    events = fallbacks = unordered = 0
     for _ in range(400):
         kinds = int(rng.integers(1, 12))  # flows of a kind share links and queues: a class
         kind = rng.integers(0, kinds, int(rng.integers(1, 40)))
@@ -164,6 +168,7 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
         last, t = np.zeros(n), 0.0
         while flows.busy.sum() > 0:
             fallbacks += not allocate_classes(cls, net, q, tol)
+            unordered += net.books[5] < net.books[4]  # parts above themselves somewhere
             got = np.full(n, np.nan)
             for k in range(len(cls.mult)):
                 got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = max(cls.rate[k], 0.0)
@@ -178,4 +183,6 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
             _serve(cls, flows, net, dt)
             t += dt
             events += 1
-    assert events > 3000 and fallbacks > 10
+    # parts that cannot be ordered (filled together, from the last round) and fallbacks
+    # were among them: 133 and 9 with this seed
+    assert events > 3000 and unordered > 50 and fallbacks >= 5

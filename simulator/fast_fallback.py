@@ -1,0 +1,84 @@
+"""The fast path's worst-queue fallback (numba): where the allocator's rounds do not
+settle (a priority cycle), every class is filled at its worst queue, level by level,
+max-min over the ports in what the levels above left (``allocator._by_worst_queue``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.progressive import links_of, maxmin
+
+
+@njit(cache=True)
+def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
+    net.used[:] = 0.0
+    for i in range(n):
+        k = classes[i]
+        x = c.rate[k] * c.mult[k]
+        net.used[c.up[k]] += x
+        net.used[c.down[k]] += x
+
+
+@njit(cache=True)
+def by_worst_queue(
+    up: np.ndarray, down: np.ndarray, q: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The classes sorted by worst queue (counting sort), where each queue's start, and
+    the (up, down) ports of each in that order: fixed between plans, so the fallback
+    need not sort, and reads the ports in order."""
+    start = np.zeros(q + 1, np.int64)
+    for k in range(len(up)):
+        start[max(up[k] % q, down[k] % q) + 1] += 1
+    start = np.cumsum(start)
+    cur = start[:-1].copy()
+    order = np.empty(len(up), np.int64)
+    ports = np.empty((2, len(up)), np.int64)
+    for k in range(len(up)):
+        b = max(up[k] % q, down[k] % q)
+        order[cur[b]] = k
+        ports[0, cur[b]], ports[1, cur[b]] = up[k] // q, down[k] // q
+        cur[b] += 1
+    return order, start, ports
+
+
+@njit(cache=True)
+def fallback(c: Classes, net: Net, q: int) -> None:
+    """A priority cycle: every class at its worst queue (``allocate``'s fallback):
+    level by level, max-min over ports in what the levels above left. A class with a
+    port left with no capacity (``tol``) gets 0 without taking part, as in the active
+    set (the allocator gives it the tiny level at which that port saturates)."""
+    residual = net.cap[::q].copy()
+    tol = net.tol[0]
+    mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
+    worst, ports, mult = net.worst, net.worst_ports, c.mult
+    n_pos = 0
+    every = np.arange(len(residual))
+    for b in range(q):
+        n = 0
+        for j in range(net.worst_start[b], net.worst_start[b + 1]):
+            pu, pd = ports[0, j], ports[1, j]
+            if residual[pu] > tol and residual[pd] > tol and mult[worst[j]] > 0:
+                k = worst[j]
+                mu[n], md[n], mm[n], members[n] = pu, pd, mult[k], k
+                n += 1
+        if n == 0:
+            continue
+        links_of(mu, md, mm, n, every, net)
+        net.m_used[: len(residual)] = 0.0
+        maxmin(mu, md, mm, 0, n, residual, every, net)
+        for p in range(len(residual)):
+            residual[p] = max(residual[p] - net.m_used[p], 0.0)
+        for i in range(n):
+            k = members[i]
+            c.rate[k] = net.m_rate[i]
+            if c.rate[k] > 0.0:
+                c.pos[n_pos] = k
+                n_pos += 1
+    c.count[1] = n_pos
+    c.count[2] = 1  # the workspace was the fallback's: every part is filled again
+    net.dirty[:] = True
+    net.books[2] = 0
+    _used(c, net, c.pos, n_pos)
