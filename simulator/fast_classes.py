@@ -48,11 +48,11 @@ class Net(NamedTuple):
     cnt: np.ndarray  # (V,) int64 workspace (unfrozen flows)
     res: np.ndarray  # (V,) residual at level ``lv``
     lv: np.ndarray
-    astart: np.ndarray  # (V+1,) CSR of the active classes per link
-    acls: np.ndarray
+    astart: np.ndarray  # (V+1,) where each link's members start in ``acls`` (to ``work[0]``)
+    acls: np.ndarray  # the members per link, kept from one gathering to the next
     heap_k: np.ndarray
     heap_v: np.ndarray
-    work: np.ndarray  # (3, V) int64: cursor, batch, aside / flips
+    work: np.ndarray  # (3, V) int64: end of each link's members, batch, aside / flips
     m_up: np.ndarray  # (C,) the filling's members: links, flows, class
     m_down: np.ndarray
     m_mult: np.ndarray
