@@ -13,13 +13,17 @@ worst-queue fallback. What changes is the work per round:
   so its classes get rate 0 whatever their other link does. Only the classes whose two
   links are open (the *active set*) take part in the filling; it is kept across rounds
   and events, and only the classes of links that open or close are looked at.
-* The *parts* are the allocator's components: links joined by active classes, kept by
-  union-find (a class that joins unites two parts) and found again in a round after a
-  class left. The members are gathered part by part in the parts' order when the
-  active set changed (``_order``), else kept. A part is filled again only when one of
-  its links got other classes (a class joined, left or lost flows) or another capacity
-  than the one it was filled in; the other parts keep their rates (the same classes in
-  the same capacities: the same rates).
+* The *parts* are the allocator's components or unions of them: links joined by
+  active classes, kept by union-find (a class that joins unites two parts; one that
+  leaves splits none). They are found again once the classes that left outnumber an
+  eighth of the active set, and whenever some parts cannot be ordered, where they must
+  be the components exactly. A union of components that can be ordered is filled as
+  one: the same rates up to the ``tol`` within which a joint filling freezes links of
+  two components at one level. The members are gathered part by part in the parts'
+  order (``_order``) when a class joined (or after the fallback), else kept; a member
+  that leaves stays with no flows. A part is filled again only when one of its links
+  got other classes (a class joined, left or lost flows) or another capacity than the
+  one it was filled in; the other parts keep their rates.
 * The filling itself (``progressive``) takes the next link to saturate from a heap of
   saturation levels: a round costs the refilled classes and the links, not every class.
 
@@ -207,7 +211,8 @@ def _order(c: Classes, net: Net) -> None:
     """The parts in the order of their queues (``component_order``: every queue after
     the queues above it on its port), the active classes gathered part by part in that
     order (members ``b_start[i]..b_start[i+1]`` of the i-th part) and each part's links
-    (``b_links``), kept until the active set changes."""
+    (``b_links``), and the per-link member lists (``links_of``), kept until a class
+    joins, the fallback ran, or the parts are found again."""
     par, deg, nv = net.part, net.deg, len(net.vcap)
     comp = np.full(nv, -1, np.int64)
     ids = np.full(nv, -1, np.int64)
@@ -295,7 +300,7 @@ def _fill(c: Classes, net: Net, q: int) -> None:
     """One round over the active classes, queues in order: each part filled in the
     capacities the parts above it just left, the parts that cannot be ordered together
     last, in what the last round's rates leave them (``allocator_kernel._ordered_round``).
-    The members are gathered again only when a class joined (``_order``). Sets
+    The members are gathered again only when needed (``_order``). Sets
     ``net.filled`` (each link's capacity at this round's filling) and ``net.used``."""
     _drop_gone(c, net)
     books = net.books
