@@ -322,20 +322,10 @@ def _ordered_round(
 
 @njit(cache=True)
 def _by_group(key: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """The indices with ``key >= 0`` grouped by key, and where each group starts."""
-    start = np.zeros(groups + 1, np.int64)
-    for x in key:
-        if x >= 0:
-            start[x + 1] += 1
-    for g in range(groups):
-        start[g + 1] += start[g]
-    out = np.empty(start[groups], np.int64)
-    cur = start[:-1].copy()
-    for i in range(len(key)):
-        if key[i] >= 0:
-            out[cur[key[i]]] = i
-            cur[key[i]] += 1
-    return out, start
+    """The indices with ``key >= 0`` grouped by key (``_csr``, the others set aside in a
+    group before the first), and where each group starts."""
+    order, start = _csr(key + 1, groups + 1)
+    return order, start[1:]
 
 
 @njit(cache=True)
