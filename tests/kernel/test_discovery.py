@@ -103,16 +103,24 @@ def register_pids(agent, pids: list[int]) -> pb.Ack:
         )
 
 
+def payload_bytes(p) -> int:
+    """The segment's payload as sent (the capture keeps headers only)."""
+    return p[IP].len - 4 * p[IP].ihl - 4 * p[TCP].dataofs
+
+
 def check_marked(packets: list, sports: set[int], dscp: int) -> None:
-    """Payload of the job's connections carries the planned DSCP; only the bytes sent
-    before the agent found a connection may be unmarked (DSCP 0)."""
-    by_dscp: dict[int, int] = {}
-    for p in packets:
-        if p[TCP].sport in sports and len(p[TCP].payload):
-            d = p[IP].tos >> 2
-            by_dscp[d] = by_dscp.get(d, 0) + len(p[TCP].payload)
-    assert set(by_dscp) <= {dscp, 0}, by_dscp
-    assert by_dscp.get(dscp, 0) >= 0.9 * sum(by_dscp.values()), by_dscp
+    """Each connection's payload carries the planned DSCP from the moment the agent found
+    it: unmarked (DSCP 0) payload only at its start, within RECLASSIFY_BOUND of its first
+    byte, never after a marked segment."""
+    for sport in sports:
+        data = [p for p in packets if p[TCP].sport == sport and payload_bytes(p) > 0]
+        marks = [p[IP].tos >> 2 for p in data]
+        assert set(marks) <= {dscp, 0}, (sport, sorted(set(marks)))
+        assert dscp in marks, f"port {sport}: no payload marked {dscp}"
+        first = marks.index(dscp)
+        assert 0 not in marks[first:], f"port {sport}: unmarked payload after marked"
+        unmarked_for = float(data[first].time - data[0].time)
+        assert unmarked_for <= RECLASSIFY_BOUND, (sport, unmarked_for)
 
 
 def test_job_found_by_pid_is_classified_and_a_reconnect_again(pair, agent_env, receiver, capture):
