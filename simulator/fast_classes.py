@@ -48,33 +48,36 @@ class Net(NamedTuple):
     cnt: np.ndarray  # (V,) int64 workspace (unfrozen flows)
     res: np.ndarray  # (V,) residual at level ``lv``
     lv: np.ndarray
-    astart: np.ndarray  # (V+1,) where each link's members start in ``acls`` (to ``work[0]``)
-    acls: np.ndarray  # the members per link, kept from one gathering to the next
+    astart: np.ndarray  # (V+1,) the fallback's members per link: from here in ``acls``
+    acls: np.ndarray  # (to ``work[0]``), ``progressive.links_of``
     heap_k: np.ndarray
     heap_v: np.ndarray
     work: np.ndarray  # (3, V) int64: end of each link's members, batch, aside / flips
-    m_up: np.ndarray  # (C,) the filling's members: links, flows, class
+    m_up: np.ndarray  # (C,) the fallback's members: links, flows, class
     m_down: np.ndarray
     m_mult: np.ndarray
     m_cls: np.ndarray
-    m_rate: np.ndarray  # (C,) their rates
+    m_rate: np.ndarray  # (C,) their rates (the fallback's workspace, as the four above)
     m_used: np.ndarray  # (V,) rate x flows per link
     k_rate: np.ndarray  # (C,) each active class's rate at its part's last filling
     dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
     part: np.ndarray  # (V,) union-find parents: links joined by active classes
     deg: np.ndarray  # (V,) active classes per link
-    m_of: np.ndarray  # (C,) the member gathered last of each entry of ``aset``
-    books: np.ndarray  # [classes that left since the parts were found, members gathered,
-    #                     the gathered members are current, members left with no flows,
-    #                     parts, parts in order]
-    gone: np.ndarray  # (C,) the members left with no flows, still in the active set
+    books: np.ndarray  # [classes that left since the parts were found, of them since
+    #                     the parts were ordered from parts not in order, classes in
+    #                     ``gone``, parts, parts in order]
+    gone: np.ndarray  # (C,) the classes left with no flows, still in the active set
     filled: np.ndarray  # (V,) each link's capacity at its part's last filling
     tol: np.ndarray  # [tol]
     worst: np.ndarray  # (C,) the classes by worst queue (the fallback's order, per plan)
     worst_start: np.ndarray  # (q+1,) where each queue's classes start in ``worst``
     worst_ports: np.ndarray  # (2, C) the up and down ports of ``worst[j]``, beside it
     port: np.ndarray  # (V,) the port of each virtual link
-    b_start: np.ndarray  # (V+2,) where each part's members start, parts in order
     b_lstart: np.ndarray  # (V+2,) where each part's links start in ``b_links``
     b_links: np.ndarray  # (V,) the links of the parts, part by part
-    cnt0: np.ndarray  # (V,) flows per link of the members gathered last
+    cnt0: np.ndarray  # (V,) flows of the active classes per link
+    l_part: np.ndarray  # (V,) each link's part, in order, at the last ordering, or -1
+    lcls: np.ndarray  # (2C,) the classes per link as ``vcls``, the active ones first
+    aend: np.ndarray  # (V,) where each link's active classes end in ``lcls``
+    kpos_u: np.ndarray  # (C,) each class's place in ``lcls`` on its uplink
+    kpos_d: np.ndarray  # (C,) and on its downlink

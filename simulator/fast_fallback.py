@@ -68,7 +68,8 @@ def fallback(c: Classes, net: Net, q: int) -> None:
             continue
         links_of(mu, md, mm, n, every, net)
         net.m_used[: len(residual)] = 0.0
-        maxmin(mu, md, mm, 0, n, residual, every, net)
+        net.m_rate[:n] = -1.0
+        maxmin(mu, md, mm, net.m_rate, residual, every, net.astart, net.work[0], net.acls, net)
         for p in range(len(residual)):
             residual[p] = max(residual[p] - net.m_used[p], 0.0)
         for i in range(n):
@@ -78,7 +79,5 @@ def fallback(c: Classes, net: Net, q: int) -> None:
                 c.pos[n_pos] = k
                 n_pos += 1
     c.count[1] = n_pos
-    c.count[2] = 1  # the workspace was the fallback's: every part is filled again
-    net.dirty[:] = True
-    net.books[2] = 0
+    net.dirty[:] = True  # every part is filled again
     _used(c, net, c.pos, n_pos)

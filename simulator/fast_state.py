@@ -17,9 +17,10 @@ import numpy as np
 from numba import njit
 
 from grouper.simulator.allocator_kernel import _group
+from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fallback import by_worst_queue
-from grouper.simulator.fast_fill import allocate_classes, member_lost
+from grouper.simulator.fast_fill import allocate_classes
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
@@ -117,6 +118,10 @@ def _net(
             cur[v] += 1
     vcap = np.repeat(cap, q)
     worst, worst_start, worst_ports = by_worst_queue(up, down, q)
+    kpos = np.empty((2, nc), np.int64)  # each class's place on its links' lists
+    for j in range(2 * nc):
+        k = vcls[j]
+        kpos[0 if j >= vstart[up[k]] and j < vstart[up[k] + 1] else 1, k] = j
     z = np.zeros(nv)
     return Net(
         vcap, vstart, vcls, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
@@ -125,10 +130,11 @@ def _net(
         np.zeros((3, nv), np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc), z.copy(),
         np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.zeros(nv, np.int64),
-        np.zeros(nc, np.int64), np.zeros(6, np.int64), np.empty(nc, np.int64), z.copy(),
+        np.zeros(5, np.int64), np.empty(nc, np.int64), z.copy(),
         np.full(1, tol), worst, worst_start, worst_ports, np.arange(nv) // q,
-        np.zeros(nv + 2, np.int64), np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
-        np.zeros(nv, np.int64),
+        np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
+        np.zeros(nv, np.int64), np.full(nv, -1, np.int64), vcls.copy(), vstart[:-1].copy(),
+        kpos[0].copy(), kpos[1].copy(),
     )  # fmt: skip
 
 

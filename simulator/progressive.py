@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 # ``fast_classes.Net``: the arrays used here (read and written) are cnt, res, lv, heap_k,
-# heap_v, work, astart, acls, m_rate and m_used; tol is read
+# heap_v, work, astart, acls and m_used; tol is read
 Workspace = Any
 
 
@@ -82,23 +82,22 @@ def links_of(
 
 @njit(cache=True)
 def maxmin(
-    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, lo: int, hi: int, cap: np.ndarray,
-    links: np.ndarray, w: Workspace,
+    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, rate: np.ndarray, cap: np.ndarray,
+    links: np.ndarray, astart: np.ndarray, aend: np.ndarray, acls: np.ndarray, w: Workspace,
 ) -> None:  # fmt: skip
-    """Exact progressive filling of members ``lo..hi-1`` (links ``mu``, ``md``, ``mm``
-    flows each, every link of theirs in ``links``) in link capacities ``cap``
+    """Exact progressive filling of the members listed on ``links`` (``acls`` from
+    ``astart[v]`` to ``aend[v]``; member x crosses links ``mu[x]`` and ``md[x]``, both
+    in ``links``, with ``mm[x]`` flows) in link capacities ``cap``
     (``allocator_kernel._maxmin``: every link whose residual falls to ``tol`` saturates
-    and freezes its members at the level reached): rates into ``w.m_rate``, rate x
-    flows per link added to ``w.m_used`` (the caller zeroes the members' links first).
-    The links' member lists and unfrozen flows (``w.cnt``) are the caller's: from
-    ``links_of``, or kept from it (no other member may be listed on these links)."""
+    and freezes its members at the level reached): rates into ``rate`` (the caller sets
+    its members' to -1 first), rate x flows per link added to ``w.m_used`` (the caller
+    zeroes the links first) and the links' unfrozen flows in ``w.cnt`` (the caller's:
+    from ``links_of`` or kept)."""
     # the arrays are taken out of ``w`` once: a call that passes ``w`` (dozens of
     # arrays, each reference counted) costs about 0.4 us, as much as the work per link
     tol = w.tol[0]
     cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
-    rate, used, astart, aend, acls = w.m_rate, w.m_used, w.astart, w.work[0], w.acls
-    batch, aside = w.work[1], w.work[2]
-    rate[lo:hi] = -1.0
+    used, batch, aside = w.m_used, w.work[1], w.work[2]
     h = 0
     for v in links:
         if cnt[v] > 0:
