@@ -47,11 +47,11 @@ def _join(
     k: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray, aset: np.ndarray,
     apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray, a_mult: np.ndarray,
     count: np.ndarray, dirty: np.ndarray, deg: np.ndarray, par: np.ndarray,
-    l_part: np.ndarray, lists: tuple,
+    l_part: np.ndarray, lcls: np.ndarray, aend: np.ndarray, kpos_u: np.ndarray,
+    kpos_d: np.ndarray, cnt0: np.ndarray,
 ) -> None:  # fmt: skip
     """Class ``k`` joins the active set and its links' lists; its links' parts are
     united (the parts are found again when that changed them)."""
-    lcls, aend, kpos_u, kpos_d, cnt0 = lists
     n = count[0]
     u, d = up[k], down[k]
     aset[n], a_up[n], a_down[n], a_mult[n] = k, u, d, mult[k]
@@ -79,10 +79,10 @@ def _leave(
     k: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray, aset: np.ndarray,
     apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray, a_mult: np.ndarray,
     count: np.ndarray, rate: np.ndarray, dirty: np.ndarray, deg: np.ndarray,
-    books: np.ndarray, l_part: np.ndarray, lists: tuple,
+    books: np.ndarray, l_part: np.ndarray, lcls: np.ndarray, aend: np.ndarray,
+    kpos_u: np.ndarray, kpos_d: np.ndarray, cnt0: np.ndarray,
 ) -> None:  # fmt: skip
     """Class ``k`` leaves the active set with rate 0 (its part is not split)."""
-    lcls, aend, kpos_u, kpos_d, cnt0 = lists
     i, n = apos[k], count[0] - 1
     last = aset[n]
     aset[i], a_up[i], a_down[i], a_mult[i] = last, a_up[n], a_down[n], a_mult[n]
@@ -110,7 +110,7 @@ def active_remove(c: Classes, net: Net, k: int) -> None:
     _leave(
         k, c.up, c.down, c.mult, c.aset, c.apos, c.a_up, c.a_down, c.a_mult, c.count,
         c.rate, net.dirty, net.deg, net.books, net.l_part,
-        (net.lcls, net.aend, net.kpos_u, net.kpos_d, net.cnt0),
+        net.lcls, net.aend, net.kpos_u, net.kpos_d, net.cnt0,
     )  # fmt: skip
 
 
@@ -136,7 +136,7 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
     isopen, vcap, dirty, deg = net.isopen, net.vcap, net.dirty, net.deg
     par, books, l_part = net.part, net.books, net.l_part
     vstart, vcls, flips = net.vstart, net.vcls, net.work[2]
-    lists = (net.lcls, net.aend, net.kpos_u, net.kpos_d, net.cnt0)
+    lcls, aend, kpos_u, kpos_d, cnt0 = net.lcls, net.aend, net.kpos_u, net.kpos_d, net.cnt0
     nf = 0
     for v in range(len(vcap)):
         o = vcap[v] > tol
@@ -152,12 +152,12 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
                 if apos[k] >= 0:
                     _leave(
                         k, up, down, mult, aset, apos, a_up, a_down, a_mult, count, rate,
-                        dirty, deg, books, l_part, lists,
+                        dirty, deg, books, l_part, lcls, aend, kpos_u, kpos_d, cnt0,
                     )  # fmt: skip
             elif apos[k] < 0 and mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:
                 _join(
                     k, up, down, mult, aset, apos, a_up, a_down, a_mult, count, dirty, deg,
-                    par, l_part, lists,
+                    par, l_part, lcls, aend, kpos_u, kpos_d, cnt0,
                 )  # fmt: skip
 
 
