@@ -23,94 +23,88 @@ from numba import njit
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.queue_order import find_root
 
-# These kernels take arrays, not the ``Classes`` and ``Net`` tuples: numba
-# reference-counts every array of a tuple passed to a call (about 0.4 us for ``Net``),
-# more than the work of a call per class here.
+# A call that passes arrays costs a reference count up and down per array (numba's
+# NRT_incref/decref: 16% of baraat's run when each class's join and leave was a call
+# of 18 arrays), so the kernels below take a link's whole batch of classes per call,
+# and do each class's work inline.
 
 
 @njit(cache=True)
-def _swap(k: int, v: int, to: int, pos: np.ndarray, lcls: np.ndarray, up: np.ndarray,
-          kpos_u: np.ndarray, kpos_d: np.ndarray) -> None:  # fmt: skip
-    """Class ``k`` swapped with whoever is at ``to`` on link ``v``'s list (``pos``: the
-    positions of classes on the lists of their ``v``-side link)."""
-    p, o = pos[k], lcls[to]
-    lcls[p], lcls[to] = o, k
-    if up[o] == v:
-        kpos_u[o] = p
-    else:
-        kpos_d[o] = p
-    pos[k] = to
-
-
-@njit(cache=True)
-def _join(
-    k: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray, aset: np.ndarray,
-    apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray, a_mult: np.ndarray,
-    count: np.ndarray, dirty: np.ndarray, deg: np.ndarray, par: np.ndarray,
-    l_part: np.ndarray, lcls: np.ndarray, aend: np.ndarray, kpos_u: np.ndarray,
-    kpos_d: np.ndarray, cnt0: np.ndarray,
+def _join_all(
+    ks: np.ndarray, n: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray,
+    aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
+    a_mult: np.ndarray, count: np.ndarray, par: np.ndarray, aend: np.ndarray,
+    cnt0: np.ndarray, deg: np.ndarray, l_part: np.ndarray, dirty: np.ndarray,
+    lcls: np.ndarray, kpos: np.ndarray,
 ) -> None:  # fmt: skip
-    """Class ``k`` joins the active set and its links' lists; its links' parts are
-    united (the parts are found again when that changed them)."""
-    n = count[0]
-    u, d = up[k], down[k]
-    aset[n], a_up[n], a_down[n], a_mult[n] = k, u, d, mult[k]
-    apos[k] = n
-    count[0] = n + 1
-    dirty[u] = dirty[d] = True
-    _swap(k, u, aend[u], kpos_u, lcls, up, kpos_u, kpos_d)
-    aend[u] += 1
-    _swap(k, d, aend[d], kpos_d, lcls, up, kpos_u, kpos_d)
-    aend[d] += 1
-    cnt0[u] += mult[k]
-    cnt0[d] += mult[k]
-    deg[u] += 1
-    deg[d] += 1
-    ru, rd = find_root(par, u), find_root(par, d)
-    if ru != rd:
-        par[max(ru, rd)] = min(ru, rd)
-        count[2] = 1
-    elif l_part[u] < 0 or l_part[d] < 0:
-        count[2] = 1
+    """Classes ``ks[:n]`` join the active set and their links' lists; their links'
+    parts are united, and the parts found again when that changed them (``count[2]``)."""
+    for t in range(n):
+        k = ks[t]
+        i = count[0]
+        u, d = up[k], down[k]
+        aset[i], a_up[i], a_down[i], a_mult[i] = k, u, d, mult[k]
+        apos[k] = i
+        count[0] = i + 1
+        for s in range(2):
+            v = u if s == 0 else d
+            to, at, o = aend[v], kpos[s, k], lcls[aend[v]]
+            lcls[at], lcls[to] = o, k  # k swapped to the end of v's active classes
+            kpos[0 if up[o] == v else 1, o] = at
+            kpos[s, k] = to
+            aend[v] = to + 1
+            cnt0[v] += mult[k]
+            deg[v] += 1
+            dirty[v] = True
+        ru, rd = find_root(par, u), find_root(par, d)
+        if ru != rd:
+            par[max(ru, rd)] = min(ru, rd)
+            count[2] = 1
+        elif l_part[u] < 0 or l_part[d] < 0:
+            count[2] = 1
 
 
 @njit(cache=True)
-def _leave(
-    k: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray, aset: np.ndarray,
-    apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray, a_mult: np.ndarray,
-    count: np.ndarray, rate: np.ndarray, dirty: np.ndarray, deg: np.ndarray,
-    books: np.ndarray, l_part: np.ndarray, lcls: np.ndarray, aend: np.ndarray,
-    kpos_u: np.ndarray, kpos_d: np.ndarray, cnt0: np.ndarray,
+def _leave_all(
+    ks: np.ndarray, n: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray,
+    aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
+    a_mult: np.ndarray, count: np.ndarray, rate: np.ndarray, books: np.ndarray,
+    aend: np.ndarray, cnt0: np.ndarray, deg: np.ndarray, l_part: np.ndarray,
+    dirty: np.ndarray, lcls: np.ndarray, kpos: np.ndarray,
 ) -> None:  # fmt: skip
-    """Class ``k`` leaves the active set with rate 0 (its part is not split)."""
-    i, n = apos[k], count[0] - 1
-    last = aset[n]
-    aset[i], a_up[i], a_down[i], a_mult[i] = last, a_up[n], a_down[n], a_mult[n]
-    apos[last] = i
-    apos[k] = -1
-    count[0] = n
-    rate[k] = 0.0
-    u, d = up[k], down[k]
-    aend[u] -= 1
-    _swap(k, u, aend[u], kpos_u, lcls, up, kpos_u, kpos_d)
-    aend[d] -= 1
-    _swap(k, d, aend[d], kpos_d, lcls, up, kpos_u, kpos_d)
-    cnt0[u] -= mult[k]
-    cnt0[d] -= mult[k]
-    dirty[u] = dirty[d] = True
-    deg[u] -= 1
-    deg[d] -= 1
-    books[0] += 1
-    if l_part[u] >= books[4]:  # a part that cannot be ordered may split into ones that can
-        books[1] += 1
+    """Classes ``ks[:n]`` leave the active set with rate 0 (their parts are not split)."""
+    for t in range(n):
+        k = ks[t]
+        i, last = apos[k], count[0] - 1
+        j = aset[last]
+        aset[i], a_up[i], a_down[i], a_mult[i] = j, a_up[last], a_down[last], a_mult[last]
+        apos[j] = i
+        apos[k] = -1
+        count[0] = last
+        rate[k] = 0.0
+        for s in range(2):
+            v = up[k] if s == 0 else down[k]
+            to, at = aend[v] - 1, kpos[s, k]
+            o = lcls[to]
+            lcls[at], lcls[to] = o, k  # k swapped to the end of v's active classes, out
+            kpos[0 if up[o] == v else 1, o] = at
+            kpos[s, k] = to
+            aend[v] = to
+            cnt0[v] -= mult[k]
+            deg[v] -= 1
+            dirty[v] = True
+        books[0] += 1
+        if l_part[up[k]] >= books[4]:  # a part not in order may split into ones in order
+            books[1] += 1
 
 
 @njit(cache=True)
 def active_remove(c: Classes, net: Net, k: int) -> None:
-    _leave(
-        k, c.up, c.down, c.mult, c.aset, c.apos, c.a_up, c.a_down, c.a_mult, c.count,
-        c.rate, net.dirty, net.deg, net.books, net.l_part,
-        net.lcls, net.aend, net.kpos_u, net.kpos_d, net.cnt0,
+    net.kbuf[0] = k
+    _leave_all(
+        net.kbuf, 1, c.up, c.down, c.mult, c.aset, c.apos, c.a_up, c.a_down, c.a_mult,
+        c.count, c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_part, net.dirty,
+        net.lcls, net.kpos,
     )  # fmt: skip
 
 
@@ -119,10 +113,10 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
     """Active class ``k`` lost ``lost`` flows: its part is filled again. One left with
     no flows stays in the active set, taking no capacity, until the next filling
     (``net.gone``, ``drop_gone``)."""
-    net.dirty[c.up[k]] = net.dirty[c.down[k]] = True
+    for v in (c.up[k], c.down[k]):
+        net.dirty[v] = True
+        net.cnt0[v] -= lost
     c.a_mult[c.apos[k]] = c.mult[k]
-    net.cnt0[c.up[k]] -= lost
-    net.cnt0[c.down[k]] -= lost
     if c.mult[k] == 0:
         net.gone[net.books[2]] = k
         net.books[2] += 1
@@ -130,13 +124,17 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
 
 @njit(cache=True)
 def toggle(c: Classes, net: Net, tol: float) -> None:
-    """Open and close links by ``vcap`` and keep the active set in step."""
-    up, down, aset, apos, count, mult, rate = c.up, c.down, c.aset, c.apos, c.count, c.mult, c.rate
-    a_up, a_down, a_mult = c.a_up, c.a_down, c.a_mult
-    isopen, vcap, dirty, deg = net.isopen, net.vcap, net.dirty, net.deg
-    par, books, l_part = net.part, net.books, net.l_part
-    vstart, vcls, flips = net.vstart, net.vcls, net.work[2]
-    lcls, aend, kpos_u, kpos_d, cnt0 = net.lcls, net.aend, net.kpos_u, net.kpos_d, net.cnt0
+    """Open and close links by ``vcap`` and keep the active set in step, a flipped
+    link's classes at a time."""
+    up, down, apos, mult = c.up, c.down, c.apos, c.mult
+    isopen, vcap, vstart, vcls, flips, ks = (
+        net.isopen,
+        net.vcap,
+        net.vstart,
+        net.vcls,
+        net.work[2],
+        net.kbuf,
+    )
     nf = 0
     for v in range(len(vcap)):
         o = vcap[v] > tol
@@ -145,20 +143,30 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
             flips[nf] = v
             nf += 1
     for i in range(nf):
-        v = flips[i]
+        v, n = flips[i], 0
         for j in range(vstart[v], vstart[v + 1]):
             k = vcls[j]
             if not isopen[v]:
                 if apos[k] >= 0:
-                    _leave(
-                        k, up, down, mult, aset, apos, a_up, a_down, a_mult, count, rate,
-                        dirty, deg, books, l_part, lcls, aend, kpos_u, kpos_d, cnt0,
-                    )  # fmt: skip
+                    ks[n] = k
+                    n += 1
             elif apos[k] < 0 and mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:
-                _join(
-                    k, up, down, mult, aset, apos, a_up, a_down, a_mult, count, dirty, deg,
-                    par, l_part, lcls, aend, kpos_u, kpos_d, cnt0,
-                )  # fmt: skip
+                ks[n] = k
+                n += 1
+        if n == 0:
+            continue
+        if isopen[v]:
+            _join_all(
+                ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
+                net.part, net.aend, net.cnt0, net.deg, net.l_part, net.dirty, net.lcls,
+                net.kpos,
+            )  # fmt: skip
+        else:
+            _leave_all(
+                ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
+                c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_part, net.dirty,
+                net.lcls, net.kpos,
+            )  # fmt: skip
 
 
 @njit(cache=True)

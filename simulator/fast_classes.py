@@ -79,5 +79,5 @@ class Net(NamedTuple):
     l_part: np.ndarray  # (V,) each link's part, in order, at the last ordering, or -1
     lcls: np.ndarray  # (2C,) the classes per link as ``vcls``, the active ones first
     aend: np.ndarray  # (V,) where each link's active classes end in ``lcls``
-    kpos_u: np.ndarray  # (C,) each class's place in ``lcls`` on its uplink
-    kpos_d: np.ndarray  # (C,) and on its downlink
+    kpos: np.ndarray  # (2, C) each class's place in ``lcls`` on its uplink, downlink
+    kbuf: np.ndarray  # (C,) a flipped link's classes that join or leave

@@ -134,7 +134,7 @@ def _net(
         np.full(1, tol), worst, worst_start, worst_ports, np.arange(nv) // q,
         np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
         np.zeros(nv, np.int64), np.full(nv, -1, np.int64), vcls.copy(), vstart[:-1].copy(),
-        kpos[0].copy(), kpos[1].copy(),
+        kpos, np.empty(nc, np.int64),
     )  # fmt: skip
 
 
