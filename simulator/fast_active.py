@@ -35,7 +35,7 @@ def _join_all(
     aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
     a_mult: np.ndarray, count: np.ndarray, par: np.ndarray, aend: np.ndarray,
     cnt0: np.ndarray, deg: np.ndarray, l_part: np.ndarray, dirty: np.ndarray,
-    lcls: np.ndarray, kpos: np.ndarray,
+    lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray, kpos: np.ndarray,
 ) -> None:  # fmt: skip
     """Classes ``ks[:n]`` join the active set and their links' lists; their links'
     parts are united, and the parts found again when that changed them (``count[2]``)."""
@@ -50,6 +50,8 @@ def _join_all(
             v = u if s == 0 else d
             to, at, o = aend[v], kpos[s, k], lcls[aend[v]]
             lcls[at], lcls[to] = o, k  # k swapped to the end of v's active classes
+            lother[at], lother[to] = lother[to], lother[at]
+            lmult[at], lmult[to] = lmult[to], mult[k]
             kpos[0 if up[o] == v else 1, o] = at
             kpos[s, k] = to
             aend[v] = to + 1
@@ -70,7 +72,8 @@ def _leave_all(
     aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
     a_mult: np.ndarray, count: np.ndarray, rate: np.ndarray, books: np.ndarray,
     aend: np.ndarray, cnt0: np.ndarray, deg: np.ndarray, l_part: np.ndarray,
-    dirty: np.ndarray, lcls: np.ndarray, kpos: np.ndarray,
+    dirty: np.ndarray, lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray,
+    kpos: np.ndarray,
 ) -> None:  # fmt: skip
     """Classes ``ks[:n]`` leave the active set with rate 0 (their parts are not split)."""
     for t in range(n):
@@ -87,6 +90,8 @@ def _leave_all(
             to, at = aend[v] - 1, kpos[s, k]
             o = lcls[to]
             lcls[at], lcls[to] = o, k  # k swapped to the end of v's active classes, out
+            lother[at], lother[to] = lother[to], lother[at]
+            lmult[at], lmult[to] = lmult[to], lmult[at]
             kpos[0 if up[o] == v else 1, o] = at
             kpos[s, k] = to
             aend[v] = to
@@ -104,7 +109,7 @@ def active_remove(c: Classes, net: Net, k: int) -> None:
     _leave_all(
         net.kbuf, 1, c.up, c.down, c.mult, c.aset, c.apos, c.a_up, c.a_down, c.a_mult,
         c.count, c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_part, net.dirty,
-        net.lcls, net.kpos,
+        net.lcls, net.lother, net.lmult, net.kpos,
     )  # fmt: skip
 
 
@@ -113,9 +118,11 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
     """Active class ``k`` lost ``lost`` flows: its part is filled again. One left with
     no flows stays in the active set, taking no capacity, until the next filling
     (``net.gone``, ``drop_gone``)."""
-    for v in (c.up[k], c.down[k]):
+    for s in range(2):
+        v = c.up[k] if s == 0 else c.down[k]
         net.dirty[v] = True
         net.cnt0[v] -= lost
+        net.lmult[net.kpos[s, k]] -= lost
     c.a_mult[c.apos[k]] = c.mult[k]
     if c.mult[k] == 0:
         net.gone[net.books[2]] = k
@@ -159,13 +166,13 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
             _join_all(
                 ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
                 net.part, net.aend, net.cnt0, net.deg, net.l_part, net.dirty, net.lcls,
-                net.kpos,
+                net.lother, net.lmult, net.kpos,
             )  # fmt: skip
         else:
             _leave_all(
                 ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
                 c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_part, net.dirty,
-                net.lcls, net.kpos,
+                net.lcls, net.lother, net.lmult, net.kpos,
             )  # fmt: skip
 
 

@@ -50,6 +50,8 @@ class Net(NamedTuple):
     lv: np.ndarray
     astart: np.ndarray  # (V+1,) the fallback's members per link: from here in ``acls``
     acls: np.ndarray  # (to ``work[0]``), ``progressive.links_of``
+    aother: np.ndarray  # (2C,) beside each entry: the member's other link
+    amult: np.ndarray  # (2C,) and its flows
     heap_k: np.ndarray
     heap_v: np.ndarray
     work: np.ndarray  # (3, V) int64: end of each link's members, batch, aside / flips
@@ -58,6 +60,7 @@ class Net(NamedTuple):
     m_mult: np.ndarray
     m_cls: np.ndarray
     m_rate: np.ndarray  # (C,) their rates (the fallback's workspace, as the four above)
+    m_stamp: np.ndarray  # (C,) the filling that last froze each (``maxmin``)
     m_used: np.ndarray  # (V,) rate x flows per link
     k_rate: np.ndarray  # (C,) each active class's rate at its part's last filling
     dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
@@ -65,7 +68,7 @@ class Net(NamedTuple):
     deg: np.ndarray  # (V,) active classes per link
     books: np.ndarray  # [classes that left since the parts were found, of them since
     #                     the parts were ordered from parts not in order, classes in
-    #                     ``gone``, parts, parts in order]
+    #                     ``gone``, parts, parts in order, fillings so far]
     gone: np.ndarray  # (C,) the classes left with no flows, still in the active set
     filled: np.ndarray  # (V,) each link's capacity at its part's last filling
     tol: np.ndarray  # [tol]
@@ -78,6 +81,9 @@ class Net(NamedTuple):
     cnt0: np.ndarray  # (V,) flows of the active classes per link
     l_part: np.ndarray  # (V,) each link's part, in order, at the last ordering, or -1
     lcls: np.ndarray  # (2C,) the classes per link as ``vcls``, the active ones first
+    lother: np.ndarray  # (2C,) beside each: the class's other link
+    lmult: np.ndarray  # (2C,) and its flows (kept for the active ones)
+    k_stamp: np.ndarray  # (C,) the filling that last froze each class (``maxmin``)
     aend: np.ndarray  # (V,) where each link's active classes end in ``lcls``
     kpos: np.ndarray  # (2, C) each class's place in ``lcls`` on its uplink, downlink
     kbuf: np.ndarray  # (C,) a flipped link's classes that join or leave

@@ -68,8 +68,9 @@ def fallback(c: Classes, net: Net, q: int) -> None:
             continue
         links_of(mu, md, mm, n, every, net)
         net.m_used[: len(residual)] = 0.0
-        net.m_rate[:n] = -1.0
-        maxmin(mu, md, mm, net.m_rate, residual, every, net.astart, net.work[0], net.acls, net)
+        net.books[5] += 1
+        lists = (net.astart, net.work[0], net.acls, net.aother, net.amult)
+        maxmin(net.m_rate, net.m_stamp, net.books[5], residual, every, lists, net)
         for p in range(len(residual)):
             residual[p] = max(residual[p] - net.m_used[p], 0.0)
         for i in range(n):

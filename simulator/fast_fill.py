@@ -116,7 +116,6 @@ def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
     queues above them leave now (``net.used``); a part whose links kept their classes
     and capacities since its last filling keeps its rates when filled alone."""
     links, ls, used, filled, dirty = net.b_links, net.b_lstart, net.used, net.filled, net.dirty
-    start, aend, lcls, rate = net.vstart, net.aend, net.lcls, net.k_rate
     again = False
     for j in range(ls[lo], ls[hi]):
         v = links[j]
@@ -127,19 +126,14 @@ def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
     if not again:
         return
     for j in range(ls[lo], ls[hi]):
-        v = links[j]
-        net.m_used[v] = 0.0
-        net.cnt[v] = net.cnt0[v]
-        for i in range(start[v], aend[v]):
-            rate[lcls[i]] = -1.0
-    part = links[ls[lo] : ls[hi]]
-    maxmin(c.up, c.down, c.mult, rate, filled, part, start, aend, lcls, net)
+        net.m_used[links[j]] = 0.0
+        net.cnt[links[j]] = net.cnt0[links[j]]
+    net.books[5] += 1
+    lists = (net.vstart, net.aend, net.lcls, net.lother, net.lmult)
+    maxmin(net.k_rate, net.k_stamp, net.books[5], filled, links[ls[lo] : ls[hi]], lists, net)
     for j in range(ls[lo], ls[hi]):
-        v = links[j]
-        for i in range(start[v], aend[v]):
-            rate[lcls[i]] = max(rate[lcls[i]], 0.0)  # a class with no flows is not frozen
-        if net.deg[v] > 0:
-            used[v] = net.m_used[v]
+        if net.deg[links[j]] > 0:
+            used[links[j]] = net.m_used[links[j]]
 
 
 @njit(cache=True)

@@ -119,22 +119,27 @@ def _net(
     vcap = np.repeat(cap, q)
     worst, worst_start, worst_ports = by_worst_queue(up, down, q)
     kpos = np.empty((2, nc), np.int64)  # each class's place on its links' lists
+    other = np.empty(2 * nc, np.int64)  # and beside it there, its other link
     for j in range(2 * nc):
         k = vcls[j]
-        kpos[0 if j >= vstart[up[k]] and j < vstart[up[k] + 1] else 1, k] = j
+        side = 0 if vstart[up[k]] <= j < vstart[up[k] + 1] else 1
+        kpos[side, k] = j
+        other[j] = down[k] if side == 0 else up[k]
     z = np.zeros(nv)
     return Net(
         vcap, vstart, vcls, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
         np.zeros(nv, np.int64), z.copy(), z.copy(), np.zeros(nv + 1, np.int64),
-        np.empty(2 * nc, np.int64), z.copy(), np.zeros(nv, np.int64),
-        np.zeros((3, nv), np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
-        np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc), z.copy(),
+        np.empty(2 * nc, np.int64), np.empty(2 * nc, np.int64), np.empty(2 * nc, np.int64),
+        z.copy(), np.zeros(nv, np.int64), np.zeros((3, nv), np.int64),
+        np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
+        np.empty(nc, np.int64), np.empty(nc), np.zeros(nc, np.int64), z.copy(),
         np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.zeros(nv, np.int64),
-        np.zeros(5, np.int64), np.empty(nc, np.int64), z.copy(),
+        np.zeros(6, np.int64), np.empty(nc, np.int64), z.copy(),
         np.full(1, tol), worst, worst_start, worst_ports, np.arange(nv) // q,
         np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
-        np.zeros(nv, np.int64), np.full(nv, -1, np.int64), vcls.copy(), vstart[:-1].copy(),
-        kpos, np.empty(nc, np.int64),
+        np.zeros(nv, np.int64), np.full(nv, -1, np.int64), vcls.copy(), other,
+        np.zeros(2 * nc, np.int64), np.zeros(nc, np.int64), vstart[:-1].copy(), kpos,
+        np.empty(nc, np.int64),
     )  # fmt: skip
 
 

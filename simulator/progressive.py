@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 # ``fast_classes.Net``: the arrays used here (read and written) are cnt, res, lv, heap_k,
-# heap_v, work, astart, acls and m_used; tol is read
+# heap_v, work, astart, acls, aother, amult and m_used; tol is read
 Workspace = Any
 
 
@@ -57,7 +57,8 @@ def links_of(
     mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, links: np.ndarray, w: Workspace
 ) -> None:
     """Unfrozen flows per link and the members of each link (``w.acls`` from
-    ``w.astart[v]`` to ``w.work[0][v]``), for members ``0..n-1`` whose links are all in
+    ``w.astart[v]`` to ``w.work[0][v]``, each entry's other link and flows beside it in
+    ``w.aother`` and ``w.amult``), for members ``0..n-1`` whose links are all in
     ``links``: the work is the members' and those links', not every link's."""
     cnt, start, ent, cur = w.cnt, w.astart, w.acls, w.work[0]
     for v in links:
@@ -74,27 +75,28 @@ def links_of(
         off += cur[v]
         cur[v] = start[v]
     for i in range(n):
-        ent[cur[mu[i]]] = i
-        cur[mu[i]] += 1
-        ent[cur[md[i]]] = i
-        cur[md[i]] += 1
+        for v, o in ((mu[i], md[i]), (md[i], mu[i])):
+            ent[cur[v]], w.aother[cur[v]], w.amult[cur[v]] = i, o, mm[i]
+            cur[v] += 1
 
 
 @njit(cache=True)
 def maxmin(
-    mu: np.ndarray, md: np.ndarray, mm: np.ndarray, rate: np.ndarray, cap: np.ndarray,
-    links: np.ndarray, astart: np.ndarray, aend: np.ndarray, acls: np.ndarray, w: Workspace,
+    rate: np.ndarray, stamp: np.ndarray, gen: int, cap: np.ndarray, links: np.ndarray,
+    lists: tuple, w: Workspace,
 ) -> None:  # fmt: skip
-    """Exact progressive filling of the members listed on ``links`` (``acls`` from
-    ``astart[v]`` to ``aend[v]``; member x crosses links ``mu[x]`` and ``md[x]``, both
-    in ``links``, with ``mm[x]`` flows) in link capacities ``cap``
-    (``allocator_kernel._maxmin``: every link whose residual falls to ``tol`` saturates
-    and freezes its members at the level reached): rates into ``rate`` (the caller sets
-    its members' to -1 first), rate x flows per link added to ``w.m_used`` (the caller
-    zeroes the links first) and the links' unfrozen flows in ``w.cnt`` (the caller's:
-    from ``links_of`` or kept)."""
+    """Exact progressive filling of the members listed on ``links`` in link capacities
+    ``cap`` (``allocator_kernel._maxmin``: every link whose residual falls to ``tol``
+    saturates and freezes its members at the level reached). ``lists`` = (start, end,
+    member, other link, flows): link v's entries are ``start[v]..end[v]-1``, each a
+    member, the other link it crosses (in ``links`` too) and its flows. Rates into
+    ``rate``, each member frozen here stamped ``gen`` in ``stamp`` (a number the caller
+    has not used before with that array); rate x flows per link added to
+    ``w.m_used`` (the caller zeroes the links first) and the links' unfrozen flows in
+    ``w.cnt`` (the caller's)."""
     # the arrays are taken out of ``w`` once: a call that passes ``w`` (dozens of
     # arrays, each reference counted) costs about 0.4 us, as much as the work per link
+    astart, aend, acls, aother, amult = lists
     tol = w.tol[0]
     cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
     used, batch, aside = w.m_used, w.work[1], w.work[2]
@@ -129,17 +131,17 @@ def maxmin(
             b = batch[i]
             for j in range(astart[b], aend[b]):
                 x = acls[j]
-                if rate[x] >= 0.0:
+                if stamp[x] == gen:
                     continue
+                stamp[x] = gen
                 rate[x] = level
-                m = mm[x]
-                used[mu[x]] += level * m
-                used[md[x]] += level * m
-                for o in (mu[x], md[x]):  # their other links lose them
-                    if cnt[o] > 0:
-                        res[o] -= (level - lv[o]) * cnt[o]
-                        lv[o] = level
-                        cnt[o] -= m
+                m, o = amult[j], aother[j]
+                used[b] += level * m
+                used[o] += level * m
+                if cnt[o] > 0:  # its other link loses it (``b`` is done)
+                    res[o] -= (level - lv[o]) * cnt[o]
+                    lv[o] = level
+                    cnt[o] -= m
             cnt[b] = 0
         for i in range(na):
             x = aside[i]
