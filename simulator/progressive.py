@@ -1,10 +1,11 @@
 """Exact progressive filling (numba) over links, the next link to saturate taken from a
 heap of saturation levels: the kernel ``fast_fill`` runs over flow classes.
 
-Members (``lo..hi-1`` of the arrays) each cross two links (``mu``, ``md``) with ``mm``
-flows. Every link whose residual falls to ``tol`` saturates and freezes its unfrozen
-members at the level reached (``allocator_kernel._maxmin``'s rule). A level only rises
-when a member leaves a link, so a stale heap entry is pushed back when it surfaces.
+Members each cross two links with some flows, listed on both (each list entry: the
+member, its other link, its flows). Every link whose residual falls to ``tol``
+saturates and freezes its unfrozen members at the level reached
+(``allocator_kernel._maxmin``'s rule). A level only rises when a member leaves a link,
+so a stale heap entry is pushed back when it surfaces.
 """
 
 from __future__ import annotations
