@@ -26,7 +26,8 @@ from grouper.simulator.queue_order import find_root
 # A call that passes arrays costs a reference count up and down per array (numba's
 # NRT_incref/decref: 16% of baraat's run when each class's join and leave was a call
 # of 18 arrays), so the kernels below take a link's whole batch of classes per call,
-# and do each class's work inline.
+# and do each class's work inline (the two swaps of a join and of a leave are written
+# out in each: a helper called per class would count its arrays again).
 
 
 @njit(cache=True)

@@ -31,7 +31,7 @@ class Classes(NamedTuple):
     a_down: np.ndarray
     a_mult: np.ndarray  # its flows still moving (``mult``), beside it too
     pos: np.ndarray  # classes with a rate after the last allocation
-    count: np.ndarray  # [active classes, classes in pos, active set changed since filled]
+    count: np.ndarray  # [active classes, classes in pos, parts to be ordered again]
 
 
 class Net(NamedTuple):
@@ -54,7 +54,7 @@ class Net(NamedTuple):
     amult: np.ndarray  # (2C,) and its flows
     heap_k: np.ndarray
     heap_v: np.ndarray
-    work: np.ndarray  # (3, V) int64: end of each link's members, batch, aside / flips
+    work: np.ndarray  # (3, V) int64: end of the fallback's lists, batch, aside / flips
     m_up: np.ndarray  # (C,) the fallback's members: links, flows, class
     m_down: np.ndarray
     m_mult: np.ndarray

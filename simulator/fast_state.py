@@ -112,19 +112,16 @@ def _net(
     vstart = np.cumsum(vstart)
     cur = vstart[:-1].copy()
     vcls = np.empty(2 * nc, np.int64)
+    kpos = np.empty((2, nc), np.int64)  # each class's place on its links' lists
+    other = np.empty(2 * nc, np.int64)  # and beside it there, its other link
     for k in range(nc):
-        for v in (up[k], down[k]):
-            vcls[cur[v]] = k
+        for s in range(2):
+            v = up[k] if s == 0 else down[k]
+            vcls[cur[v]], kpos[s, k] = k, cur[v]
+            other[cur[v]] = down[k] if s == 0 else up[k]
             cur[v] += 1
     vcap = np.repeat(cap, q)
     worst, worst_start, worst_ports = by_worst_queue(up, down, q)
-    kpos = np.empty((2, nc), np.int64)  # each class's place on its links' lists
-    other = np.empty(2 * nc, np.int64)  # and beside it there, its other link
-    for j in range(2 * nc):
-        k = vcls[j]
-        side = 0 if vstart[up[k]] <= j < vstart[up[k] + 1] else 1
-        kpos[side, k] = j
-        other[j] = down[k] if side == 0 else up[k]
     z = np.zeros(nv)
     return Net(
         vcap, vstart, vcls, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
