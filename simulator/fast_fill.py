@@ -66,6 +66,27 @@ def _parts(c: Classes, net: Net) -> None:
 
 
 @njit(cache=True)
+def _unordered_parts(net: Net) -> None:
+    """The parts that cannot be ordered (``books[4]`` on) found again exactly, from
+    their links' active classes alone: the parts in order stay as they are (coarse ones
+    are filled as one, which is exact for them), so this costs the classes of the parts
+    that cannot be ordered, not the whole active set (on FB2010, grouper: about a sixth
+    of it). ``books[0]`` is left as it is: the parts in order may still be coarse."""
+    par, links, ls = net.part, net.b_links, net.b_lstart
+    lo, hi = ls[net.books[4]], ls[net.books[3]]
+    for j in range(lo, hi):
+        par[links[j]] = links[j]
+    for j in range(lo, hi):
+        v = links[j]
+        for e in range(net.vstart[v], net.aend[v]):
+            o = net.lother[e]
+            if o > v:  # each class once: from its lower link
+                ru, ro = find_root(par, v), find_root(par, o)
+                if ru != ro:
+                    par[max(ru, ro)] = min(ru, ro)
+
+
+@njit(cache=True)
 def _order(c: Classes, net: Net) -> None:
     """The parts in the order of their queues (``component_order``: every queue after
     the queues above it on its port) and each part's links (``b_links`` from
@@ -150,7 +171,7 @@ def _fill(c: Classes, net: Net, q: int) -> None:
             _parts(c, net)
         _order(c, net)
         if books[4] < books[3] and books[0] > 0:
-            _parts(c, net)  # parts that cannot be ordered may be coarse ones: be exact
+            _unordered_parts(net)  # they may be coarse ones: be exact
             _order(c, net)
         c.count[2] = 0
     for v in range(len(net.vcap)):
