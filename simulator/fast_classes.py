@@ -22,7 +22,7 @@ class Classes(NamedTuple):
     start: np.ndarray  # (C,) first of the class's flows in ``flow``
     flow: np.ndarray  # flows, class by class, those still moving first
     served: np.ndarray  # (C,) bytes every flow of the class was served since the plan
-    rate: np.ndarray  # (C,) rate of each of its flows
+    rate: np.ndarray  # (C,) rate of each of its flows (an active one's: at its part's last filling)
     least: np.ndarray  # (C,) least ``key`` (bytes left + served) of its flows
     slack: np.ndarray  # (C,) largest "done" threshold (EPS x size) of its flows
     apos: np.ndarray  # (C,) position in ``aset`` or -1
@@ -31,7 +31,8 @@ class Classes(NamedTuple):
     a_down: np.ndarray
     a_mult: np.ndarray  # its flows still moving (``mult``), beside it too
     pos: np.ndarray  # classes with a rate after the last allocation
-    count: np.ndarray  # [active classes, classes in pos, parts to be ordered again]
+    count: np.ndarray  # [active classes, classes in pos, parts to be ordered again,
+    #                     the last allocation fell back]
 
 
 class Net(NamedTuple):
@@ -62,7 +63,6 @@ class Net(NamedTuple):
     m_rate: np.ndarray  # (C,) their rates (the fallback's workspace, as the four above)
     m_stamp: np.ndarray  # (C,) the filling that last froze each (``maxmin``)
     m_used: np.ndarray  # (V,) rate x flows per link
-    k_rate: np.ndarray  # (C,) each active class's rate at its part's last filling
     dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
     part: np.ndarray  # (V,) union-find parents: links joined by active classes
     deg: np.ndarray  # (V,) active classes per link

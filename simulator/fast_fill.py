@@ -151,7 +151,7 @@ def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
         net.cnt[links[j]] = net.cnt0[links[j]]
     net.books[5] += 1
     lists = (net.vstart, net.aend, net.lcls, net.lother, net.lmult)
-    maxmin(net.k_rate, net.k_stamp, net.books[5], filled, links[ls[lo] : ls[hi]], lists, net)
+    maxmin(c.rate, net.k_stamp, net.books[5], filled, links[ls[lo] : ls[hi]], lists, net)
     for j in range(ls[lo], ls[hi]):
         if net.deg[links[j]] > 0:
             used[links[j]] = net.m_used[links[j]]
@@ -210,9 +210,16 @@ def _settled(net: Net, tol: float) -> bool:
 def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     """Every class's rate (``c.rate``), warm-started from ``net.used``; the classes with
     a rate in ``c.pos``, their use in ``net.used``. False when the fixed point did not
-    settle and the worst-queue fallback decided (as ``allocate``)."""
-    for i in range(c.count[1]):
-        c.rate[c.pos[i]] = 0.0
+    settle and the worst-queue fallback decided (as ``allocate``).
+
+    The filling writes the active classes' rates in place (a part not filled again
+    keeps its classes' rates; a class that leaves gets 0), so a settled allocation
+    copies none; only a fallback's rates, given to classes by worst queue, are taken
+    back first (it marked every link dirty: every part is filled again)."""
+    if c.count[3]:
+        for i in range(c.count[1]):
+            c.rate[c.pos[i]] = 0.0
+        c.count[3] = 0
     _virtual_capacity(net.used, net.cap, q, net.vcap)
     for _ in range(MAX_ROUNDS):
         toggle(c, net, tol)
@@ -220,11 +227,10 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net, tol):
             n = c.count[0]
-            for i in range(n):
-                c.rate[c.aset[i]] = net.k_rate[c.aset[i]]
             c.pos[:n] = c.aset[:n]
             c.count[1] = n
             return True
         net.vcap[:] = net.again
     fallback(c, net, q)
+    c.count[3] = 1
     return False

@@ -38,7 +38,7 @@ class Flows(NamedTuple):
 
 def empty_classes() -> Classes:
     z, f = np.zeros(0, np.int64), np.zeros(0)
-    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, z, z, z, np.array([0, 0, 1], np.int64))
+    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, z, z, z, np.array([0, 0, 1, 0], np.int64))
 
 
 @njit(cache=True)
@@ -93,7 +93,7 @@ def rebuild(
         up, down, np.diff(starts), starts[:-1].copy(), fs[order], np.zeros(nc), np.zeros(nc),
         least, slack, np.full(nc, -1, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
-        np.empty(nc, np.int64), np.array([0, 0, 1], dtype=np.int64),
+        np.empty(nc, np.int64), np.array([0, 0, 1, 0], dtype=np.int64),
     )  # fmt: skip
     return new_c, _net(up, down, nv, q, cap, used, tol)
 
@@ -130,7 +130,7 @@ def _net(
         z.copy(), np.zeros(nv, np.int64), np.zeros((3, nv), np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc), np.zeros(nc, np.int64), z.copy(),
-        np.zeros(nc), np.ones(nv, np.bool_), np.arange(nv), np.zeros(nv, np.int64),
+        np.ones(nv, np.bool_), np.arange(nv), np.zeros(nv, np.int64),
         np.zeros(6, np.int64), np.empty(nc, np.int64), z.copy(),
         np.full(1, tol), worst, worst_start, worst_ports, np.arange(nv) // q,
         np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
