@@ -16,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from grouper.simulator.allocator_kernel import _group
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fallback import by_worst_queue
@@ -59,6 +58,36 @@ def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
 
 
 @njit(cache=True)
+def _by_links(vu: np.ndarray, vd: np.ndarray, nv: int) -> tuple:
+    """``allocator_kernel._group`` of the keys ``vu * nv + vd``: the same ids, order and
+    starts (a stable sort by the pair), by two counting sorts over the ``nv`` links
+    (downlink, then uplink) instead of a merge sort of the keys: a plan's rebuild sorts
+    every moving flow (on FB2010, 1,000 plans of up to 700,000 flows)."""
+    m = len(vu)
+    tmp, order = np.empty(m, np.int64), np.empty(m, np.int64)
+    for keys, src, dst in ((vd, np.arange(m), tmp), (vu, tmp, order)):
+        at = np.zeros(nv + 1, np.int64)
+        for i in range(m):
+            at[keys[i] + 1] += 1
+        for v in range(nv):
+            at[v + 1] += at[v]
+        for i in range(m):
+            j = src[i]
+            dst[at[keys[j]]] = j
+            at[keys[j]] += 1
+    ids, starts = np.empty(m, np.int64), np.empty(m + 1, np.int64)
+    nid = 0
+    for k in range(m):
+        i = order[k]
+        if k == 0 or vu[i] != vu[order[k - 1]] or vd[i] != vd[order[k - 1]]:
+            starts[nid] = k
+            nid += 1
+        ids[i] = nid - 1
+    starts[nid] = m
+    return ids, order, starts[: nid + 1]
+
+
+@njit(cache=True)
 def rebuild(
     c: Classes, fl: Flows, new: np.ndarray, table: np.ndarray, row: np.ndarray, q: int,
     hosts: int, cap: np.ndarray, default: int, tol: float,
@@ -79,7 +108,7 @@ def rebuild(
         vu[i], vd[i] = s * q + b, d * q + rb
         used[vu[i]] += prev[i]
         used[vd[i]] += prev[i]
-    ids, order, starts = _group(vu * nv + vd)
+    ids, order, starts = _by_links(vu, vd, nv)
     nc = len(starts) - 1
     up, down = np.empty(nc, np.int64), np.empty(nc, np.int64)
     least, slack = np.full(nc, np.inf), np.zeros(nc)

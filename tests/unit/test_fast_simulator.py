@@ -186,3 +186,22 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
     # parts that cannot be ordered (filled together, from the last round) and fallbacks
     # were among them: 133 and 9 with this seed
     assert events > 3000 and unordered > 50 and fallbacks >= 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 40), st.lists(st.tuples(st.integers(0, 39), st.integers(0, 39)), max_size=300)
+)
+def test_classes_are_grouped_by_their_links_as_the_allocator_groups_keys(
+    nv: int, pairs: list[tuple[int, int]]
+) -> None:
+    """The rebuild's counting sort by (uplink, downlink) gives ``_group``'s ids, order
+    and starts of the keys ``up * nv + down`` (a stable sort of the pairs)."""
+    from grouper.simulator.allocator_kernel import _group
+    from grouper.simulator.fast_state import _by_links
+
+    up = np.asarray([u % nv for u, _ in pairs], dtype=np.int64)
+    down = np.asarray([d % nv for _, d in pairs], dtype=np.int64)
+    want, got = _group(up * nv + down), _by_links(up, down, nv)
+    for w, g in zip(want, got, strict=True):
+        assert np.array_equal(w, g)
