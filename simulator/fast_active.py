@@ -135,11 +135,12 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
     """Open and close links by ``vcap`` and keep the active set in step, a flipped
     link's classes at a time."""
     up, down, apos, mult = c.up, c.down, c.apos, c.mult
-    isopen, vcap, vstart, vcls, flips, ks = (
+    isopen, vcap, vstart, lcls, aend, flips, ks = (
         net.isopen,
         net.vcap,
         net.vstart,
-        net.vcls,
+        net.lcls,
+        net.aend,
         net.work[2],
         net.kbuf,
     )
@@ -152,15 +153,16 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
             nf += 1
     for i in range(nf):
         v, n = flips[i], 0
-        for j in range(vstart[v], vstart[v + 1]):
-            k = vcls[j]
-            if not isopen[v]:
-                if apos[k] >= 0:
+        if not isopen[v]:  # every active class of it leaves
+            for j in range(vstart[v], aend[v]):
+                ks[n] = lcls[j]
+                n += 1
+        else:  # those of its others whose other link is open join
+            for j in range(aend[v], vstart[v + 1]):
+                k = lcls[j]
+                if mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:
                     ks[n] = k
                     n += 1
-            elif apos[k] < 0 and mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:
-                ks[n] = k
-                n += 1
         if n == 0:
             continue
         if isopen[v]:

@@ -39,8 +39,7 @@ class Net(NamedTuple):
     """Per virtual link: capacities, class lists and the filling's workspace."""
 
     cap: np.ndarray  # (V,) the port's capacity
-    vstart: np.ndarray  # (V+1,) CSR of every class per link
-    vcls: np.ndarray
+    vstart: np.ndarray  # (V+1,) where each link's classes start in ``lcls``
     vnum: np.ndarray  # (V,) classes with flows
     used: np.ndarray  # (V,) rate x flows of its classes (the next allocation's start)
     vcap: np.ndarray  # (V,) what the queues above leave
@@ -80,7 +79,7 @@ class Net(NamedTuple):
     b_links: np.ndarray  # (V,) the links of the parts, part by part
     cnt0: np.ndarray  # (V,) flows of the active classes per link
     l_part: np.ndarray  # (V,) each link's part, in order, at the last ordering, or -1
-    lcls: np.ndarray  # (2C,) the classes per link as ``vcls``, the active ones first
+    lcls: np.ndarray  # (2C,) every class per link (CSR by ``vstart``), the active ones first
     lother: np.ndarray  # (2C,) beside each: the class's other link
     lmult: np.ndarray  # (2C,) and its flows (kept for the active ones)
     k_stamp: np.ndarray  # (C,) the filling that last froze each class (``maxmin``)

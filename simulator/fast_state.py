@@ -140,20 +140,20 @@ def _net(
     vnum = vstart[1:].copy()
     vstart = np.cumsum(vstart)
     cur = vstart[:-1].copy()
-    vcls = np.empty(2 * nc, np.int64)
+    lcls = np.empty(2 * nc, np.int64)  # every class per link, in class order at first
     kpos = np.empty((2, nc), np.int64)  # each class's place on its links' lists
     other = np.empty(2 * nc, np.int64)  # and beside it there, its other link
     for k in range(nc):
         for s in range(2):
             v = up[k] if s == 0 else down[k]
-            vcls[cur[v]], kpos[s, k] = k, cur[v]
+            lcls[cur[v]], kpos[s, k] = k, cur[v]
             other[cur[v]] = down[k] if s == 0 else up[k]
             cur[v] += 1
     vcap = np.repeat(cap, q)
     worst, worst_start, worst_ports = by_worst_queue(up, down, q)
     z = np.zeros(nv)
     return Net(
-        vcap, vstart, vcls, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
+        vcap, vstart, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
         np.zeros(nv, np.int64), z.copy(), z.copy(), np.zeros(nv + 1, np.int64),
         np.empty(2 * nc, np.int64), np.empty(2 * nc, np.int64), np.empty(2 * nc, np.int64),
         z.copy(), np.zeros(nv, np.int64), np.zeros((3, nv), np.int64),
@@ -163,7 +163,7 @@ def _net(
         np.zeros(6, np.int64), np.empty(nc, np.int64), z.copy(),
         np.full(1, tol), worst, worst_start, worst_ports, np.arange(nv) // q,
         np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
-        np.zeros(nv, np.int64), np.full(nv, -1, np.int64), vcls.copy(), other,
+        np.zeros(nv, np.int64), np.full(nv, -1, np.int64), lcls, other,
         np.zeros(2 * nc, np.int64), np.zeros(nc, np.int64), vstart[:-1].copy(), kpos,
         np.empty(nc, np.int64),
     )  # fmt: skip
