@@ -60,14 +60,13 @@ class Net(NamedTuple):
     m_mult: np.ndarray
     m_cls: np.ndarray
     m_rate: np.ndarray  # (C,) their rates (the fallback's workspace, as the four above)
-    m_stamp: np.ndarray  # (C,) the filling that last froze each (``maxmin``)
     m_used: np.ndarray  # (V,) rate x flows per link
     dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
     part: np.ndarray  # (V,) union-find parents: links joined by active classes
     deg: np.ndarray  # (V,) active classes per link
     books: np.ndarray  # [classes that left since the parts were found, of them since
     #                     the parts were ordered from parts not in order, classes in
-    #                     ``gone``, parts, parts in order, fillings so far]
+    #                     ``gone``, parts, parts in order]
     gone: np.ndarray  # (C,) the classes left with no flows, still in the active set
     filled: np.ndarray  # (V,) each link's capacity at its part's last filling
     tol: np.ndarray  # [tol]
@@ -82,7 +81,6 @@ class Net(NamedTuple):
     lcls: np.ndarray  # (2C,) every class per link (CSR by ``vstart``), the active ones first
     lother: np.ndarray  # (2C,) beside each: the class's other link
     lmult: np.ndarray  # (2C,) and its flows (kept for the active ones)
-    k_stamp: np.ndarray  # (C,) the filling that last froze each class (``maxmin``)
     aend: np.ndarray  # (V,) where each link's active classes end in ``lcls``
     kpos: np.ndarray  # (2, C) each class's place in ``lcls`` on its uplink, downlink
     kbuf: np.ndarray  # (C,) a flipped link's classes that join or leave

@@ -70,9 +70,8 @@ def fallback(c: Classes, net: Net, q: int) -> None:
             continue
         links_of(mu, md, mm, n, every, net)
         net.m_used[: len(residual)] = 0.0
-        net.books[5] += 1
         lists = (net.astart, net.work[0], net.acls, net.aother, net.amult)
-        maxmin(net.m_rate, net.m_stamp, net.books[5], residual, every, lists, net)
+        maxmin(net.m_rate, residual, every, lists, net)
         for p in range(len(residual)):
             residual[p] = max(residual[p] - net.m_used[p], 0.0)
         for i in range(n):

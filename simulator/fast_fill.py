@@ -149,9 +149,8 @@ def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
     for j in range(ls[lo], ls[hi]):
         net.m_used[links[j]] = 0.0
         net.cnt[links[j]] = net.cnt0[links[j]]
-    net.books[5] += 1
     lists = (net.vstart, net.aend, net.lcls, net.lother, net.lmult)
-    maxmin(c.rate, net.k_stamp, net.books[5], filled, links[ls[lo] : ls[hi]], lists, net)
+    maxmin(c.rate, filled, links[ls[lo] : ls[hi]], lists, net)
     for j in range(ls[lo], ls[hi]):
         if net.deg[links[j]] > 0:
             used[links[j]] = net.m_used[links[j]]
