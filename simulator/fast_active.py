@@ -53,7 +53,7 @@ def _join_all(
             lcls[at], lcls[to] = o, k  # k swapped to the end of v's active classes
             lother[at], lother[to] = lother[to], lother[at]
             lmult[at], lmult[to] = lmult[to], mult[k]
-            kpos[0 if up[o] == v else 1, o] = at
+            kpos[s, o] = at  # v is an uplink of every class on it, or a downlink
             kpos[s, k] = to
             aend[v] = to + 1
             cnt0[v] += mult[k]
@@ -93,7 +93,7 @@ def _leave_all(
             lcls[at], lcls[to] = o, k  # k swapped to the end of v's active classes, out
             lother[at], lother[to] = lother[to], lother[at]
             lmult[at], lmult[to] = lmult[to], lmult[at]
-            kpos[0 if up[o] == v else 1, o] = at
+            kpos[s, o] = at  # v is an uplink of every class on it, or a downlink
             kpos[s, k] = to
             aend[v] = to
             cnt0[v] -= mult[k]
