@@ -24,6 +24,14 @@ def _group(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dense ids of the distinct keys in sorted key order: (id per entry, entries
     sorted by id, start of every id's run in that order plus the end)."""
     order = np.argsort(key, kind="mergesort")
+    ids, starts = _runs(key, order)
+    return ids, order, starts
+
+
+@njit(cache=True)
+def _runs(key: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For entries ``order`` sorted by ``key``: the dense id of every entry's key and
+    the start of every id's run in that order plus the end."""
     ids = np.empty(len(key), dtype=np.int64)
     starts = np.empty(len(key) + 1, dtype=np.int64)
     nid = 0
@@ -34,7 +42,7 @@ def _group(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             nid += 1
         ids[i] = nid - 1
     starts[nid] = len(order)
-    return ids, order, starts[: nid + 1]
+    return ids, starts[: nid + 1]
 
 
 @njit(cache=True)
@@ -118,13 +126,18 @@ def _maxmin(
 
 @njit(cache=True)
 def _csr(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Entries grouped by ``idx`` (stable) and the start of every group."""
-    order = np.argsort(idx, kind="mergesort")
+    """Entries grouped by ``idx`` (stable: a counting sort over ``size`` groups) and
+    the start of every group."""
     start = np.zeros(size + 1, dtype=np.int64)
     for i in range(len(idx)):
         start[idx[i] + 1] += 1
     for k in range(size):
         start[k + 1] += start[k]
+    order = np.empty(len(idx), dtype=np.int64)
+    at = start[:-1].copy()
+    for i in range(len(idx)):
+        order[at[idx[i]]] = i
+        at[idx[i]] += 1
     return order, start
 
 

@@ -157,7 +157,7 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
             for j in range(vstart[v], aend[v]):
                 ks[n] = lcls[j]
                 n += 1
-        else:  # those of its others whose other link is open join
+        else:  # its other classes join where their other link is open too
             for j in range(aend[v], vstart[v + 1]):
                 k = lcls[j]
                 if mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:

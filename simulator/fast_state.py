@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from grouper.simulator.allocator_kernel import _csr, _runs
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fallback import by_worst_queue
@@ -61,30 +62,13 @@ def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
 def _by_links(vu: np.ndarray, vd: np.ndarray, nv: int) -> tuple:
     """``allocator_kernel._group`` of the keys ``vu * nv + vd``: the same ids, order and
     starts (a stable sort by the pair), by two counting sorts over the ``nv`` links
-    (downlink, then uplink) instead of a merge sort of the keys: a plan's rebuild sorts
-    every moving flow (on FB2010, 1,000 plans of up to 700,000 flows)."""
-    m = len(vu)
-    tmp, order = np.empty(m, np.int64), np.empty(m, np.int64)
-    for keys, src, dst in ((vd, np.arange(m), tmp), (vu, tmp, order)):
-        at = np.zeros(nv + 1, np.int64)
-        for i in range(m):
-            at[keys[i] + 1] += 1
-        for v in range(nv):
-            at[v + 1] += at[v]
-        for i in range(m):
-            j = src[i]
-            dst[at[keys[j]]] = j
-            at[keys[j]] += 1
-    ids, starts = np.empty(m, np.int64), np.empty(m + 1, np.int64)
-    nid = 0
-    for k in range(m):
-        i = order[k]
-        if k == 0 or vu[i] != vu[order[k - 1]] or vd[i] != vd[order[k - 1]]:
-            starts[nid] = k
-            nid += 1
-        ids[i] = nid - 1
-    starts[nid] = m
-    return ids, order, starts[: nid + 1]
+    (downlink, then uplink) instead of a merge sort of the keys: every plan's rebuild
+    sorts every flow still moving."""
+    by_down, _ = _csr(vd, nv)
+    by_up, _ = _csr(vu[by_down], nv)
+    order = by_down[by_up]
+    ids, starts = _runs(vu * nv + vd, order)
+    return ids, order, starts
 
 
 @njit(cache=True)
