@@ -296,18 +296,26 @@ def _ordered_round(
     """One round of the fixed point, queues in order: the open queues (by the last
     round's use) and the flows whose queues are all open; their components filled one
     after another so that a queue's capacity comes from the rates just computed above it
-    (``queue_order``; the components that cannot be ordered together last, in what the
-    last round's use leaves them). Rates, and each queue's capacity at its filling (the
-    last round's for a queue with no flow filled)."""
+    (``queue_order``; the components of a cycle together, in what the last round's use
+    of their own queues leaves them). Rates, and each queue's capacity at its filling
+    (the last round's for a queue with no flow filled)."""
     vcap = _capacities(used, cost, cap_v, vlink)
     comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start)
-    order, ordered = component_order(comp, vlink, nc)
-    fcomp = np.full(n, -1, np.int64)
+    order, gstart, _ = component_order(comp, vlink, nc)
+    group = np.empty(nc, np.int64)  # each component's group, in the order filled
+    for g in range(len(gstart) - 1):
+        group[order[gstart[g] : gstart[g + 1]]] = g
+    ng = len(gstart) - 1
+    fgroup = np.full(n, -1, np.int64)
     for f in range(n):
         if active[f]:
-            fcomp[f] = comp[vidx[by_flow[flow_start[f]]]]
-    fl_by, fl_start = _by_group(fcomp, nc)
-    vl_by, vl_start = _by_group(comp, nc)
+            fgroup[f] = group[comp[vidx[by_flow[flow_start[f]]]]]
+    vgroup = np.full(len(comp), -1, np.int64)
+    for v in range(len(comp)):
+        if comp[v] >= 0:
+            vgroup[v] = group[comp[v]]
+    fl_by, fl_start = _by_group(fgroup, ng)
+    vl_by, vl_start = _by_group(vgroup, ng)
     u = used.copy()  # the use of every queue: this round's once filled
     for v in range(len(vlink)):
         if comp[v] < 0:  # no flow of it moves this round
@@ -315,20 +323,11 @@ def _ordered_round(
     filled = vcap.copy()
     rates = np.zeros(n)
     lmap = np.full(len(vlink), -1, np.int64)
-    for i in range(ordered):
-        c = order[i]
+    for g in range(ng):
         _fill_in(
-            fl_by[fl_start[c] : fl_start[c + 1]], vl_by[vl_start[c] : vl_start[c + 1]], vidx,
+            fl_by[fl_start[g] : fl_start[g + 1]], vl_by[vl_start[g] : vl_start[g + 1]], vidx,
             by_flow, flow_start, u, cost, cap_v, lfirst, tol, rates, filled, pf, by_v, v_start,
             lmap,
-        )  # fmt: skip
-    if ordered < nc:  # the rest together
-        rest = np.zeros(nc, np.bool_)
-        rest[order[ordered:]] = True
-        _fill_in(
-            np.flatnonzero((fcomp >= 0) & rest[np.maximum(fcomp, 0)]),
-            np.flatnonzero((comp >= 0) & rest[np.maximum(comp, 0)]), vidx, by_flow, flow_start,
-            u, cost, cap_v, lfirst, tol, rates, filled, pf, by_v, v_start, lmap,
         )  # fmt: skip
     return rates, filled
 

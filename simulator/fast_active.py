@@ -72,7 +72,7 @@ def _leave_all(
     ks: np.ndarray, n: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray,
     aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
     a_mult: np.ndarray, count: np.ndarray, rate: np.ndarray, books: np.ndarray,
-    aend: np.ndarray, cnt0: np.ndarray, deg: np.ndarray, l_part: np.ndarray,
+    aend: np.ndarray, cnt0: np.ndarray, deg: np.ndarray, l_cyc: np.ndarray,
     dirty: np.ndarray, lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray,
     kpos: np.ndarray,
 ) -> None:  # fmt: skip
@@ -100,7 +100,7 @@ def _leave_all(
             deg[v] -= 1
             dirty[v] = True
         books[0] += 1
-        if l_part[up[k]] >= books[4]:  # a part not in order may split into ones in order
+        if l_cyc[up[k]]:  # a part in a cycle may split into ones in order
             books[1] += 1
 
 
@@ -109,7 +109,7 @@ def active_remove(c: Classes, net: Net, k: int) -> None:
     net.kbuf[0] = k
     _leave_all(
         net.kbuf, 1, c.up, c.down, c.mult, c.aset, c.apos, c.a_up, c.a_down, c.a_mult,
-        c.count, c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_part, net.dirty,
+        c.count, c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_cyc, net.dirty,
         net.lcls, net.lother, net.lmult, net.kpos,
     )  # fmt: skip
 
@@ -174,7 +174,7 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
         else:
             _leave_all(
                 ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
-                c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_part, net.dirty,
+                c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_cyc, net.dirty,
                 net.lcls, net.lother, net.lmult, net.kpos,
             )  # fmt: skip
 

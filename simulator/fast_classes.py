@@ -65,8 +65,8 @@ class Net(NamedTuple):
     part: np.ndarray  # (V,) union-find parents: links joined by active classes
     deg: np.ndarray  # (V,) active classes per link
     books: np.ndarray  # [classes that left since the parts were found, of them since
-    #                     the parts were ordered from parts not in order, classes in
-    #                     ``gone``, parts, parts in order]
+    #                     the parts were ordered from parts in cycles, classes in
+    #                     ``gone``, parts, groups, groups that are cycles]
     gone: np.ndarray  # (C,) the classes left with no flows, still in the active set
     filled: np.ndarray  # (V,) each link's capacity at its part's last filling
     tol: np.ndarray  # [tol]
@@ -84,3 +84,6 @@ class Net(NamedTuple):
     aend: np.ndarray  # (V,) where each link's active classes end in ``lcls``
     kpos: np.ndarray  # (2, C) each class's place in ``lcls`` on its uplink, downlink
     kbuf: np.ndarray  # (C,) a flipped link's classes that join or leave
+    groups: np.ndarray  # (V+1,) where each group of parts starts (by place in the order):
+    #                     a part, or the parts of a cycle (``queue_order``)
+    l_cyc: np.ndarray  # (V,) bool: the link's part is in a cycle (at the last ordering)

@@ -67,17 +67,18 @@ def _parts(c: Classes, net: Net) -> None:
 
 @njit(cache=True)
 def _unordered_parts(net: Net) -> None:
-    """The parts that cannot be ordered (``books[4]`` on) found again exactly, from
-    their links' active classes alone: the parts in order stay as they are (coarse ones
-    are filled as one, which is exact for them), so this costs the classes of the parts
-    that cannot be ordered, not the whole active set (on FB2010, grouper: about a sixth
-    of it). ``books[0]`` is left as it is: the parts in order may still be coarse."""
-    par, links, ls = net.part, net.b_links, net.b_lstart
-    lo, hi = ls[net.books[4]], ls[net.books[3]]
-    for j in range(lo, hi):
-        par[links[j]] = links[j]
-    for j in range(lo, hi):
-        v = links[j]
+    """The parts in cycles (``net.l_cyc``) found again exactly, from their links' active
+    classes alone: the parts in order stay as they are (coarse ones are filled as one,
+    which is exact for them), so this costs the classes of the parts in cycles, not the
+    whole active set. ``books[0]`` is left as it is: the parts in order may still be
+    coarse."""
+    par, l_cyc = net.part, net.l_cyc
+    for v in range(len(par)):
+        if l_cyc[v]:
+            par[v] = v
+    for v in range(len(par)):
+        if not l_cyc[v]:
+            continue
         for e in range(net.vstart[v], net.aend[v]):
             o = net.lother[e]
             if o > v:  # each class once: from its lower link
@@ -102,14 +103,20 @@ def _order(c: Classes, net: Net) -> None:
                 ids[r] = nc
                 nc += 1
             comp[v] = ids[r]
-    order, ordered = component_order(comp, net.port, nc)
+    order, gstart, cyc = component_order(comp, net.port, nc)
     at = np.empty(nc, np.int64)
     for i in range(nc):
         at[order[i]] = i
+    ng = len(gstart) - 1
+    in_cycle = np.zeros(nc, np.bool_)  # by place in the order
+    for g in range(ng):
+        in_cycle[gstart[g] : gstart[g + 1]] = cyc[g]
+    net.groups[: ng + 1] = gstart
     ls, l_part = net.b_lstart, net.l_part
     ls[: nc + 2] = 0
     for v in range(nv):
         l_part[v] = at[comp[v]] if comp[v] >= 0 else -1
+        net.l_cyc[v] = comp[v] >= 0 and in_cycle[l_part[v]]
         if comp[v] >= 0:
             ls[l_part[v] + 2] += 1
     for i in range(2, nc + 2):
@@ -118,7 +125,7 @@ def _order(c: Classes, net: Net) -> None:
         if comp[v] >= 0:
             net.b_links[ls[l_part[v] + 1]] = v
             ls[l_part[v] + 1] += 1
-    net.books[1], net.books[3], net.books[4] = 0, nc, ordered
+    net.books[1], net.books[3], net.books[4], net.books[5] = 0, nc, ng, cyc.sum()
 
 
 @njit(cache=True)
@@ -169,7 +176,7 @@ def _fill(c: Classes, net: Net, q: int) -> None:
         if 8 * books[0] > c.count[0]:
             _parts(c, net)
         _order(c, net)
-        if books[4] < books[3] and books[0] > 0:
+        if books[5] > 0 and books[0] > 0:
             _unordered_parts(net)  # they may be coarse ones: be exact
             _order(c, net)
         c.count[2] = 0
@@ -177,11 +184,9 @@ def _fill(c: Classes, net: Net, q: int) -> None:
         if net.deg[v] == 0:
             net.used[v] = 0.0
             net.filled[v] = net.vcap[v]
-    nc, ordered = books[3], books[4]
-    for i in range(ordered):
-        _fill_parts(c, net, q, i, i + 1)
-    if ordered < nc:
-        _fill_parts(c, net, q, ordered, nc)
+    gs = net.groups
+    for g in range(books[4]):
+        _fill_parts(c, net, q, gs[g], gs[g + 1])
     net.dirty[:] = False
 
 

@@ -144,12 +144,12 @@ def _net(
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc), z.copy(),
         np.ones(nv, np.bool_), np.arange(nv), np.zeros(nv, np.int64),
-        np.zeros(5, np.int64), np.empty(nc, np.int64), z.copy(),
+        np.zeros(6, np.int64), np.empty(nc, np.int64), z.copy(),
         np.full(1, tol), worst, worst_start, worst_ports, np.arange(nv) // q,
         np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
         np.zeros(nv, np.int64), np.full(nv, -1, np.int64), lcls, other,
         np.zeros(2 * nc, np.int64), vstart[:-1].copy(), kpos,
-        np.empty(nc, np.int64),
+        np.empty(nc, np.int64), np.zeros(nv + 1, np.int64), np.zeros(nv, np.bool_),
     )  # fmt: skip
 
 

@@ -5,10 +5,11 @@ A round of the allocator's fixed point fills *components*: queues (virtual links
 joined by the flows that cross them with every queue open. On a link, a queue's
 capacity is what the queues above it leave, so a component whose queue lies below
 another component's on some link is filled after it, in the capacity that one's fresh
-rates leave. ``component_order`` puts the components in such an order (Kahn's); a
-component above itself on some link (two of its queues on one link), or one in a cycle
-of such relations, cannot be ordered, and neither can what lies below it: those are
-filled together after the others.
+rates leave. ``component_order`` puts the components in such an order; a component
+above itself on some link (two of its queues on one link), or the components of a cycle
+of such relations, cannot be ordered among themselves: they form a group, filled
+together in what the last round's use of its own queues leaves (and the fresh use of
+the queues above it), in its place in the order; what lies below it follows it.
 """
 
 from __future__ import annotations
@@ -69,11 +70,10 @@ def flow_components(
 
 
 @njit(cache=True)
-def component_order(comp: np.ndarray, vlink: np.ndarray, nc: int) -> tuple[np.ndarray, int]:
-    """Components in an order where every queue comes after the queues above it on its
-    link (Kahn's), and how many are so ordered; the rest (a component above itself on
-    some link, and whatever lies below one) follow, unordered."""
-    indeg = np.zeros(nc, np.int64)
+def _edges(comp: np.ndarray, vlink: np.ndarray, nc: int) -> tuple:
+    """The relation "has a queue just above one of" between components, as successor
+    lists (CSR: ``succ`` from ``start[c]``), and which components lie above themselves
+    (two of their queues on one link)."""
     loop = np.zeros(nc, np.bool_)
     src = np.empty(len(comp), np.int64)
     dst = np.empty(len(comp), np.int64)
@@ -91,38 +91,95 @@ def component_order(comp: np.ndarray, vlink: np.ndarray, nc: int) -> tuple[np.nd
             else:
                 src[ne], dst[ne] = a, b
                 ne += 1
-                indeg[b] += 1
         prev = v
-    est = np.zeros(nc + 1, np.int64)
+    start = np.zeros(nc + 1, np.int64)
     for e in range(ne):
-        est[src[e] + 1] += 1
+        start[src[e] + 1] += 1
     for c in range(nc):
-        est[c + 1] += est[c]
+        start[c + 1] += start[c]
     succ = np.empty(ne, np.int64)
-    cur = est[:-1].copy()
+    cur = start[:-1].copy()
     for e in range(ne):
         succ[cur[src[e]]] = dst[e]
         cur[src[e]] += 1
+    return succ, start, src[:ne], dst[:ne], loop
+
+
+@njit(cache=True)
+def _finish_order(succ: np.ndarray, start: np.ndarray, nc: int) -> np.ndarray:
+    """The components by the time a depth-first search along ``succ`` leaves them."""
+    fin = np.empty(nc, np.int64)
+    seen = np.zeros(nc, np.bool_)
+    stack, at = np.empty(nc, np.int64), np.empty(nc, np.int64)
+    nf = 0
+    for r in range(nc):
+        if seen[r]:
+            continue
+        seen[r] = True
+        stack[0], at[0], h = r, start[r], 1
+        while h > 0:
+            c = stack[h - 1]
+            if at[h - 1] < start[c + 1]:
+                d = succ[at[h - 1]]
+                at[h - 1] += 1
+                if not seen[d]:
+                    seen[d] = True
+                    stack[h], at[h] = d, start[d]
+                    h += 1
+            else:
+                fin[nf] = c
+                nf += 1
+                h -= 1
+    return fin
+
+
+@njit(cache=True)
+def component_order(
+    comp: np.ndarray, vlink: np.ndarray, nc: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The components in groups, the groups in an order where every queue comes after
+    the queues above it on its link: a group is one component, or the components of a
+    cycle of "has a queue above one of" (one above itself on some link is a cycle of
+    its own), filled together. Returns the components group after group, where each
+    group starts (``ng + 1``) and whether it is a cycle. The groups are the strongly
+    connected components of that relation (Kosaraju's: a search along it, then one
+    against it from the last component left, which meets the groups in order)."""
+    succ, start, src, dst, loop = _edges(comp, vlink, nc)
+    fin = _finish_order(succ, start, nc)
+    pstart = np.zeros(nc + 1, np.int64)  # the relation reversed
+    for e in range(len(src)):
+        pstart[dst[e] + 1] += 1
+    for c in range(nc):
+        pstart[c + 1] += pstart[c]
+    pred = np.empty(len(src), np.int64)
+    cur = pstart[:-1].copy()
+    for e in range(len(src)):
+        pred[cur[dst[e]]] = src[e]
+        cur[dst[e]] += 1
     order = np.empty(nc, np.int64)
-    done = np.zeros(nc, np.bool_)
-    head = tail = 0
-    for c in range(nc):
-        if indeg[c] == 0 and not loop[c]:
-            order[tail] = c
-            tail += 1
-    while head < tail:
-        c = order[head]
-        head += 1
-        done[c] = True
-        for e in range(est[c], est[c + 1]):
-            d = succ[e]
-            indeg[d] -= 1
-            if indeg[d] == 0 and not loop[d]:
-                order[tail] = d
-                tail += 1
-    ordered = tail
-    for c in range(nc):
-        if not done[c]:
-            order[tail] = c
-            tail += 1
-    return order, ordered
+    gstart = np.zeros(nc + 1, np.int64)
+    cyc = np.zeros(nc, np.bool_)
+    seen = np.zeros(nc, np.bool_)
+    n = ng = 0
+    for i in range(nc - 1, -1, -1):
+        r = fin[i]
+        if seen[r]:
+            continue
+        seen[r] = True
+        lo = n
+        order[n] = r
+        n += 1
+        j = lo
+        while j < n:  # the group of r: what reaches r along the relation, not seen yet
+            c = order[j]
+            j += 1
+            for e in range(pstart[c], pstart[c + 1]):
+                d = pred[e]
+                if not seen[d]:
+                    seen[d] = True
+                    order[n] = d
+                    n += 1
+        cyc[ng] = n - lo > 1 or loop[r]
+        ng += 1
+        gstart[ng] = n
+    return order, gstart[: ng + 1], cyc[:ng]

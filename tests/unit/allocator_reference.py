@@ -5,6 +5,8 @@ with whole-array operations and no compiled loop.
 
 from __future__ import annotations
 
+from graphlib import TopologicalSorter
+
 import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
@@ -74,9 +76,10 @@ def _ordered_round(
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """One round, queues in order: flows with every queue open (``vcap > tol``), their
     components (scipy), filled in an order where a component comes after those with a
-    queue above one of its queues on a link; components that cannot be so ordered, and
-    those below them, together last in capacities from ``used``. Rates, and every queue's
-    capacity at its filling (``vcap`` where no flow of it was filled)."""
+    queue above one of its queues on a link; the components of a cycle of that relation
+    together, in their place, in capacities from ``used`` for their own queues. Rates,
+    and every queue's capacity at its filling (``vcap`` where no flow of it was
+    filled)."""
     nv = len(vcap)
     active = np.zeros(n, dtype=bool)
     active[pf] = True
@@ -90,7 +93,6 @@ def _ordered_round(
     has[vidx[on]] = True
     comp = np.full(nv, -1)
     comp[has] = np.unique(label[:nv][has], return_inverse=True)[1]
-    order, rest = _kahn(comp, vlink)
     u = np.where(has, used, 0.0)
     filled = vcap.copy()
     rates = np.zeros(n)
@@ -104,40 +106,32 @@ def _ordered_round(
         rates[pf[sel]] = got[pf[sel]]
         u[queues] = np.bincount(vidx[sel], weights=got[pf[sel]], minlength=nv)[queues]
 
-    for c in order:
-        fill(np.flatnonzero(comp == c))
-    if rest:
-        fill(np.flatnonzero(np.isin(comp, rest)))
+    for group in _groups(comp, vlink):
+        fill(np.flatnonzero(np.isin(comp, group)))
     return rates, filled
 
 
-def _kahn(comp: np.ndarray, vlink: np.ndarray) -> tuple[list[int], list[int]]:
-    """Components in order (Kahn's over "a queue of one is above a queue of the other on
-    a link", between neighbouring queues with flows), and those left over."""
+def _groups(comp: np.ndarray, vlink: np.ndarray) -> list[list[int]]:
+    """The components in groups, in order: the strongly connected components (scipy) of
+    "a queue of one is just above a queue of the other on a link", ordered by the
+    standard library's topological sort of the groups."""
+    if (comp < 0).all():
+        return []
     nc = int(comp.max()) + 1
-    below: dict[int, set[int]] = {c: set() for c in range(nc)}
-    loops = set()
     queues = np.flatnonzero(comp >= 0)
-    for a, b in zip(queues[:-1], queues[1:], strict=True):
-        if vlink[a] == vlink[b]:
-            if comp[a] == comp[b]:
-                loops.add(int(comp[a]))
-            else:
-                below[int(comp[a])].add(int(comp[b]))
-    indeg = {c: 0 for c in range(nc)}
-    for c in below:
-        for d in below[c]:
-            indeg[d] += 1
-    ready = [c for c in range(nc) if indeg[c] == 0 and c not in loops]
-    order = []
-    while ready:
-        c = ready.pop()
-        order.append(c)
-        for d in below[c]:
-            indeg[d] -= 1
-            if indeg[d] == 0 and d not in loops:
-                ready.append(d)
-    return order, [c for c in range(nc) if c not in order]
+    edges = [
+        (int(comp[a]), int(comp[b]))
+        for a, b in zip(queues[:-1], queues[1:], strict=True)
+        if vlink[a] == vlink[b] and comp[a] != comp[b]
+    ]
+    src, dst = np.array([e[0] for e in edges], int), np.array([e[1] for e in edges], int)
+    graph = sparse.coo_matrix((np.ones(len(edges)), (src, dst)), shape=(nc, nc))
+    _, scc = connected_components(graph, directed=True, connection="strong")
+    sorter: TopologicalSorter[int] = TopologicalSorter({int(g): set() for g in scc})
+    for a, b in edges:
+        if scc[a] != scc[b]:
+            sorter.add(int(scc[b]), int(scc[a]))
+    return [np.flatnonzero(scc == g).tolist() for g in sorter.static_order()]
 
 
 def _maxmin(

@@ -1,0 +1,77 @@
+"""``queue_order.component_order``: the components in groups (the cycles of "has a queue
+just above one of"), the groups in an order where every queue follows the queues above
+it, checked against scipy's strongly connected components."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
+
+from grouper.simulator.queue_order import component_order
+
+
+@st.composite
+def _queues(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int]:
+    """Queues on links (``vlink``, sorted: the queues of a link from the top), each in a
+    component or in none (-1), every component with a queue."""
+    nc = draw(st.integers(1, 12))
+    links = draw(st.lists(st.integers(1, 6), min_size=1, max_size=8))
+    vlink = np.repeat(np.arange(len(links)), links)
+    comp = np.asarray(
+        draw(st.lists(st.integers(-1, nc - 1), min_size=len(vlink), max_size=len(vlink)))
+    )
+    used = np.unique(comp[comp >= 0])
+    if len(used) == 0:
+        comp[0], used = 0, np.array([0])
+    renumber = np.full(nc, -1)
+    renumber[used] = np.arange(len(used))
+    comp = np.where(comp >= 0, renumber[np.maximum(comp, 0)], -1)
+    return comp.astype(np.int64), vlink.astype(np.int64), len(used)
+
+
+def _relation(comp: np.ndarray, vlink: np.ndarray) -> tuple[list[tuple[int, int]], set[int]]:
+    """Pairs (a, b): a queue of a just above a queue of b on a link (queues with no
+    component skipped), and the components just above themselves."""
+    pairs, loops = [], set()
+    prev = -1
+    for v in range(len(comp)):
+        if v > 0 and vlink[v] != vlink[v - 1]:
+            prev = -1
+        if comp[v] < 0:
+            continue
+        if prev >= 0:
+            if comp[prev] == comp[v]:
+                loops.add(int(comp[v]))
+            else:
+                pairs.append((int(comp[prev]), int(comp[v])))
+        prev = v
+    return pairs, loops
+
+
+@settings(max_examples=300, deadline=None)
+@given(_queues())
+def test_groups_are_the_cycles_in_an_order_every_queue_follows_those_above(
+    queues: tuple[np.ndarray, np.ndarray, int],
+) -> None:
+    comp, vlink, nc = queues
+    order, gstart, cyc = component_order(comp, vlink, nc)
+    assert sorted(order.tolist()) == list(range(nc))
+    group = np.empty(nc, np.int64)
+    for g in range(len(gstart) - 1):
+        group[order[gstart[g] : gstart[g + 1]]] = g
+    pairs, loops = _relation(comp, vlink)
+    src = np.array([a for a, _ in pairs], dtype=np.int64)
+    dst = np.array([b for _, b in pairs], dtype=np.int64)
+    graph = sparse.coo_matrix((np.ones(len(pairs)), (src, dst)), shape=(nc, nc))
+    _, scc = connected_components(graph, directed=True, connection="strong")
+    for a in range(nc):  # the same partition as scipy's
+        for b in range(nc):
+            assert (group[a] == group[b]) == (scc[a] == scc[b]), (a, b)
+    for a, b in pairs:  # every group after the groups above it
+        assert group[a] <= group[b], (a, b)
+    for g in range(len(gstart) - 1):
+        members = order[gstart[g] : gstart[g + 1]]
+        assert cyc[g] == (len(members) > 1 or int(members[0]) in loops)
