@@ -52,6 +52,7 @@ def allocate(
     *,
     per_crossing: bool = False,
     start: np.ndarray | None = None,
+    ended: np.ndarray | None = None,
 ) -> np.ndarray:
     """Rates of flows given which links they cross, link ``capacity`` and their queues.
 
@@ -61,9 +62,14 @@ def allocate(
     ``per_crossing``, one per crossing in the order of the pairs. ``task`` (job of every
     flow) and ``penalty`` (eta / b) turn on the contention model. ``start`` (rates of
     a close allocation, e.g. the previous event's) only speeds the fixed point up: it is
-    reached from any start in as many rounds as from zero.
+    reached from any start in as many rounds as from zero. ``ended`` (a mask over the
+    flows) marks flows that ended at the last event: their ``start`` rates still count
+    in the use the rounds start from (their queue-mates take the capacity back before a
+    lower queue is offered it), and they get rate 0 and take no other part.
     """
     pf, pl, pq, n = crossings(incidence, queue, per_crossing)
+    if ended is not None and len(ended) != n:
+        raise ValueError(f"ended: {len(ended)} entries for {n} flows")
     rates = np.zeros(n)
     if n == 0 or len(pf) == 0:
         return rates
@@ -88,6 +94,7 @@ def allocate(
         n,
         np.asarray(start, dtype=float) if warm else np.zeros(n),
         warm,
+        np.zeros(n, np.bool_) if ended is None else np.asarray(ended, dtype=np.bool_),
         EPS * max(float(capacity.max(initial=0.0)), 1.0),
         MAX_ROUNDS,
     )

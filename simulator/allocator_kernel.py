@@ -152,18 +152,26 @@ def allocate_kernel(
     n: int,
     start: np.ndarray,
     warm: bool,
+    gone: np.ndarray,
     tol: float,
     max_rounds: int,
 ) -> tuple[np.ndarray, bool]:
     """Rates, and whether the per-link fixed point settled (False: the worst-queue
-    fallback decided). ``tflow`` is the task of every crossing's flow."""
+    fallback decided). ``tflow`` is the task of every crossing's flow. Flows ``gone``
+    (ended at the last event) count in the use the rounds start from, by their
+    ``start`` rates, and nowhere else: no rate, no task, no queue to settle."""
     span = pq.max() + 1
     vidx, by_v, v_start = _group(pl * span + pq)  # virtual links sorted: link, then queue
     nv = len(v_start) - 1
     vlink = np.empty(nv, dtype=np.int64)
     for v in range(nv):
         vlink[v] = pl[by_v[v_start[v]]]
-    cost = _costs(vidx, tflow, nv, penalty)
+    real = np.empty(len(pf), np.bool_)
+    moves = np.zeros(nv, np.bool_)  # a queue with a flow that is not gone
+    for i in range(len(pf)):
+        real[i] = not gone[pf[i]]
+        moves[vidx[i]] |= real[i]
+    cost = _costs(vidx[real], tflow[real], nv, penalty)
     by_flow, flow_start = _csr(pf, n)
     cap_v = capacity[vlink]
     lfirst = np.empty(nv, np.int64)  # the first queue of every queue's link
@@ -173,18 +181,20 @@ def allocate_kernel(
     for _ in range(max_rounds):
         rates, filled = _ordered_round(
             pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
-            v_start,
+            v_start, gone,
         )  # fmt: skip
         used = _use(rates, pf, vidx, nv)
         again = _capacities(used, cost, cap_v, vlink)
         settled = True
         for v in range(nv):
-            if abs(again[v] - filled[v]) > tol + 1e-9 * abs(filled[v]):
+            if moves[v] and abs(again[v] - filled[v]) > tol + 1e-9 * abs(filled[v]):
                 settled = False
                 break
         if settled:
             return rates, True
-    return _by_worst_queue(pf, pl, pq, tflow, capacity, penalty, n, tol), False
+    return _by_worst_queue(
+        pf[real], pl[real], pq[real], tflow[real], capacity, penalty, n, tol
+    ), False
 
 
 @njit(cache=True)
@@ -291,7 +301,7 @@ def _cap_of(
 def _ordered_round(
     pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, lfirst: np.ndarray, used: np.ndarray,
     cost: np.ndarray, cap_v: np.ndarray, n: int, tol: float, by_flow: np.ndarray,
-    flow_start: np.ndarray, by_v: np.ndarray, v_start: np.ndarray,
+    flow_start: np.ndarray, by_v: np.ndarray, v_start: np.ndarray, gone: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """One round of the fixed point, queues in order: the open queues (by the last
     round's use) and the flows whose queues are all open; their components filled one
@@ -300,7 +310,7 @@ def _ordered_round(
     of their own queues leaves them). Rates, and each queue's capacity at its filling
     (the last round's for a queue with no flow filled)."""
     vcap = _capacities(used, cost, cap_v, vlink)
-    comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start)
+    comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start, gone)
     order, gstart, _ = component_order(comp, vlink, nc)
     group = np.empty(nc, np.int64)  # each component's group, in the order filled
     for g in range(len(gstart) - 1):

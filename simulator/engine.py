@@ -92,6 +92,7 @@ class Engine:
         self.f_size = np.concatenate([j.size for j in self.jobs]) if self.jobs else np.zeros(0)
         self.remaining = np.zeros(nflows)
         self.rate = np.zeros(nflows)  # last rates (the allocator's warm start)
+        self.ended = np.zeros(0, np.int64)  # flows that ended at the last step (``allocate``)
         self.band = np.full(nflows, -1, dtype=np.int64)  # -1: not planned yet
         self.rband = np.full(nflows, -1, dtype=np.int64)
         paths = [p for j in self.jobs for p in j.paths]
@@ -234,7 +235,10 @@ class Engine:
         return [g for g, c in enumerate(self.cojobs) if 0 <= c.stage < len(c.iters)]
 
     def _replan(self) -> None:
-        """Plan the live flows with the planner the coordinator uses (``pda.planning``)."""
+        """Plan the live flows with the planner the coordinator uses (``pda.planning``).
+        A plan starts the rounds afresh from the moving flows' rates: the flows that
+        ended no longer count (as the fast path's rebuild)."""
+        self.ended = np.zeros(0, np.int64)
         live = [
             j
             for g in self._active_cojobs()
@@ -359,6 +363,7 @@ class Engine:
             left = rem - moved
             left[left <= EPS * np.maximum(1.0, self.f_size[active])] = 0.0
             self.remaining[active] = left
+            self.ended = active[left == 0.0]
         return dt
 
     def _active_flows(self) -> np.ndarray:
@@ -380,19 +385,23 @@ class Engine:
         DSCP's."""
         live = np.zeros(len(self.remaining), dtype=bool)
         live[active] = True
+        live[self.ended] = True  # their last rates in the use the rounds start from
         sel = live[self.h_flow]
         hf = self.h_flow[sel]
         renum = np.cumsum(live) - 1
         queues = np.where(self.h_first[sel], self.band[hf], self.rband[hf])
-        return allocate(
+        flows = np.flatnonzero(live)
+        rates = allocate(
             (renum[hf], self.h_link[sel]),
             self.topo.capacity,
             queues,
-            self.f_job[active],
+            self.f_job[flows],
             self.contention,
             per_crossing=True,
-            start=self.rate[active],
+            start=self.rate[flows],
+            ended=self.remaining[flows] <= EPS,
         )
+        return rates[renum[active]]
 
     def _result(self) -> SimResult:
         return collect_result(self)

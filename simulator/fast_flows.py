@@ -24,6 +24,9 @@ from grouper.simulator.fast_state import EPS
 from grouper.simulator.limits import RunLimits
 from grouper.workloads.topology import Topology
 
+# a flow of each: uplink, downlink, band, receiver band, task
+Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
 
 class FlowFastEngine(CoflowLoop):
     """The engine's semantics on coflow-shaped workloads (:func:`coflow_shaped`), flows
@@ -57,6 +60,7 @@ class FlowFastEngine(CoflowLoop):
         self.act = np.zeros(0, np.int64)
         self.rem = np.zeros(0)
         self.rate = np.zeros(0)
+        self.ended: tuple[Flows, np.ndarray] | None = None  # ended at the last step
         self.band = np.zeros(0, np.int64)
         self.rband = np.zeros(0, np.int64)
 
@@ -78,7 +82,8 @@ class FlowFastEngine(CoflowLoop):
     def _replan(self) -> None:
         """The engine's plan: the live coflows, as the coordinator's planner sees them,
         its rows (every flow of every live coflow, local ones included) mapped onto the
-        active flows by offsets."""
+        active flows by offsets. The flows that ended no longer count (``Engine``)."""
+        self.ended = None
         if not self.live:
             return
         model = []
@@ -116,7 +121,7 @@ class FlowFastEngine(CoflowLoop):
         if len(self.act):
             a = self.act
             flows = (self.f_src[a], self.f_dst[a], self.band, self.rband, self.f_cojob[a])
-            rates = flow_rates(flows, self.topo.capacity, self.contention, self.rate)
+            rates = flow_rates(flows, self.topo.capacity, self.contention, self.rate, self.ended)
             pos = rates > 0
             if pos.any():
                 candidates.append(float((self.rem[pos] / rates[pos]).min()))
@@ -130,6 +135,12 @@ class FlowFastEngine(CoflowLoop):
             left = self.rem - moved
             left[left <= EPS * np.maximum(1.0, self.f_size[self.act])] = 0.0
             keep = left > EPS
+            gone = ~keep
+            a = self.act[gone]
+            self.ended = (
+                (self.f_src[a], self.f_dst[a], self.band[gone], self.rband[gone], self.f_cojob[a]),
+                self.rate[gone],
+            )
             if not keep.all():
                 self.act, self.rem, self.rate = self.act[keep], left[keep], self.rate[keep]
                 self.band, self.rband = self.band[keep], self.rband[keep]
@@ -139,14 +150,32 @@ class FlowFastEngine(CoflowLoop):
 
 
 def flow_rates(
-    flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    flows: Flows,
     capacity: np.ndarray,
     penalty: float,
     start: np.ndarray,
+    ended: tuple[Flows, np.ndarray] | None = None,
 ) -> np.ndarray:
     """``allocate``'s rates of flows on a big switch (``flows``: uplink, downlink, band,
     receiver band, task of each), warm-started from ``start``: each flow crosses its
-    uplink in its band and its downlink in its receiver band."""
+    uplink in its band and its downlink in its receiver band. ``ended``: the flows that
+    ended at the last event and their last rates (``allocate``'s ``ended``)."""
+    n = len(flows[0])
+    if ended is not None and len(ended[1]):
+        both = tuple(np.concatenate([a, b]) for a, b in zip(flows, ended[0], strict=True))
+        start = np.concatenate([start, ended[1]])
+        gone = np.arange(len(start)) >= n
+        return _flow_rates(both, capacity, penalty, start, gone)[:n]  # type: ignore[arg-type]
+    return _flow_rates(flows, capacity, penalty, start, None)
+
+
+def _flow_rates(
+    flows: Flows,
+    capacity: np.ndarray,
+    penalty: float,
+    start: np.ndarray,
+    gone: np.ndarray | None,
+) -> np.ndarray:
     up, down, band, rband, task = flows
     n = len(up)
     pf = np.repeat(np.arange(n, dtype=np.int64), 2)
@@ -154,4 +183,6 @@ def flow_rates(
     pq = np.empty(2 * n, np.int64)
     pl[0::2], pl[1::2] = up, down
     pq[0::2], pq[1::2] = band, rband
-    return allocate((pf, pl), capacity, pq, task, penalty, per_crossing=True, start=start)
+    return allocate(
+        (pf, pl), capacity, pq, task, penalty, per_crossing=True, start=start, ended=gone
+    )

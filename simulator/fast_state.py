@@ -174,7 +174,6 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
     whether a coflow ended."""
     s, e = c.start[k], c.start[k] + c.mult[k]
     j, least, slack, extra, ended = s, np.inf, 0.0, 0.0, False
-    r = c.rate[k]
     while j < e:
         f = c.flow[j]
         left, thr = fl.key[f] - c.served[k], EPS * max(1.0, fl.size[f])
@@ -182,9 +181,7 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
             extra += min(left, 0.0)
             fl.busy[fl.co[f]] -= 1
             ended |= fl.busy[fl.co[f]] == 0
-            net.used[c.up[k]] -= r
-            net.used[c.down[k]] -= r
-            e -= 1
+            e -= 1  # its rate stays in ``net.used`` until the next filling (``allocate``)
             c.flow[j], c.flow[e] = c.flow[e], f
             continue
         least, slack = min(least, fl.key[f]), max(slack, thr)

@@ -30,15 +30,15 @@ def find_root(par: np.ndarray, v: int) -> int:
 @njit(cache=True)
 def flow_components(
     pf: np.ndarray, vidx: np.ndarray, vcap: np.ndarray, n: int, tol: float,
-    by_flow: np.ndarray, flow_start: np.ndarray,
+    by_flow: np.ndarray, flow_start: np.ndarray, gone: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
-    """The flows with every queue open (``vcap > tol``; the others get 0) and the
-    components their queues form (queues joined by a flow): (component of every queue
-    or -1, whether each flow is active, number of components)."""
+    """The flows with every queue open (``vcap > tol``; the others get 0), not ``gone``,
+    and the components their queues form (queues joined by a flow): (component of every
+    queue or -1, whether each flow is active, number of components)."""
     nv = len(vcap)
     active = np.zeros(n, np.bool_)
     for f in range(n):
-        active[f] = flow_start[f + 1] > flow_start[f]
+        active[f] = flow_start[f + 1] > flow_start[f] and not gone[f]
     for i in range(len(pf)):
         if vcap[vidx[i]] <= tol:
             active[pf[i]] = False

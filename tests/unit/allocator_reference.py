@@ -32,9 +32,12 @@ def allocate_reference(
     *,
     per_crossing: bool = False,
     start: np.ndarray | None = None,
+    ended: np.ndarray | None = None,
 ) -> np.ndarray:
     """``simulator.allocator.allocate``, in whole-array numpy."""
     pf, pl, pq, n = crossings(incidence, queue, per_crossing)
+    gone = np.zeros(n, bool) if ended is None else np.asarray(ended, bool)
+    real = ~gone[pf]  # crossings of flows that did not end
     rates = np.zeros(n)
     if n == 0 or len(pf) == 0:
         return rates
@@ -45,7 +48,7 @@ def allocate_reference(
     cost = np.ones(len(vkeys))  # capacity used per unit of rate, per virtual link
     if penalty > 0 and task is not None:
         tspan = int(np.max(task)) + 1
-        pairs = np.unique(vidx * tspan + np.asarray(task, dtype=np.int64)[pf])
+        pairs = np.unique(vidx[real] * tspan + np.asarray(task, dtype=np.int64)[pf[real]])
         cost = 1.0 / efficiency(np.bincount(pairs // tspan, minlength=len(vkeys)), penalty)
     first = np.r_[0, np.flatnonzero(np.diff(vlink)) + 1]  # first virtual link of each link
     head = np.repeat(first, np.diff(np.r_[first, len(vkeys)]))
@@ -59,20 +62,22 @@ def allocate_reference(
     def use(r: np.ndarray) -> np.ndarray:
         return np.bincount(vidx, weights=r[pf], minlength=len(vkeys))
 
+    moves = np.bincount(vidx[real], minlength=len(vkeys)) > 0
     used = np.zeros(len(vkeys)) if start is None else use(np.asarray(start, float))
     for _ in range(MAX_ROUNDS):
         rates, filled = _ordered_round(
-            pf, vidx, vlink, capacity[vlink], capacities(used), used, cost, n, tol
+            pf, vidx, vlink, capacity[vlink], capacities(used), used, cost, n, tol, gone
         )
         used = use(rates)
-        if np.allclose(capacities(used), filled, rtol=1e-9, atol=tol):  # settled
-            return rates
-    return _by_worst_queue(pf, pl, pq, capacity, task, penalty, n, tol)
+        if np.allclose(capacities(used)[moves], filled[moves], rtol=1e-9, atol=tol):
+            return rates  # settled
+    return _by_worst_queue(pf[real], pl[real], pq[real], capacity, task, penalty, n, tol)
 
 
 def _ordered_round(
     pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, link_cap: np.ndarray,
     vcap: np.ndarray, used: np.ndarray, cost: np.ndarray, n: int, tol: float,
+    gone: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """One round, queues in order: flows with every queue open (``vcap > tol``), their
     components (scipy), filled in an order where a component comes after those with a
@@ -84,6 +89,7 @@ def _ordered_round(
     active = np.zeros(n, dtype=bool)
     active[pf] = True
     active[pf[vcap[vidx] <= tol]] = False
+    active[gone] = False
     on = active[pf]
     graph = sparse.coo_matrix(
         (np.ones(int(on.sum())), (vidx[on], nv + pf[on])), shape=(nv + n, nv + n)

@@ -144,8 +144,9 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
     """Event after event (flows of random sizes end and leave their classes), the
     allocation kept across events (the parts left as they were, the parts refilled) gives
     ``allocate``'s rates flow by flow, warm-started as the engine warm-starts it: from
-    each flow's last rate. Seeded instances: classes of several flows that end one by
-    one, so that a class loses flows while the others keep their queues open."""
+    each flow's last rate, the flows that ended at the last event included (``ended``).
+    Seeded instances: classes of several flows that end one by one, so that a class
+    loses flows while the others keep their queues open."""
     rng = np.random.default_rng(5)
     p, q = 8, 4
     cap = rng.choice([1.0, 2.0, 3.0], size=2 * p)
@@ -165,7 +166,7 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
         cls, net = rebuild(
             empty_classes(), flows, np.arange(n), table, np.arange(n), q, p, cap, 0, tol
         )
-        last, t = np.zeros(n), 0.0
+        last, t, was = np.zeros(n), 0.0, np.zeros(n, bool)
         while flows.busy.sum() > 0:
             fallbacks += not allocate_classes(cls, net, q, tol)
             unordered += net.books[5] > 0  # parts in a cycle somewhere
@@ -173,11 +174,12 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
             for k in range(len(cls.mult)):
                 got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = max(cls.rate[k], 0.0)
             alive = ~np.isnan(got)
-            task = np.zeros(int(alive.sum()), np.int64)
-            moving = (up[alive], down[alive], band[alive], rband[alive], task)
-            want = flow_rates(moving, cap, 0.0, last[alive])
+            gone = was & ~alive  # ended at the last event
+            moving = (up[alive], down[alive], band[alive], rband[alive], kind[alive])
+            ended = ((up[gone], down[gone], band[gone], rband[gone], kind[gone]), last[gone])
+            want = flow_rates(moving, cap, 0.0, last[alive], ended)
             np.testing.assert_allclose(got[alive], want, rtol=1e-9, atol=1e-12)
-            last = np.where(alive, got, 0.0)
+            last, was = np.where(alive, got, 0.0), alive
             dt = _step_length(cls, t, np.inf)
             assert np.isfinite(dt)
             _serve(cls, flows, net, dt)
