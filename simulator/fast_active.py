@@ -11,8 +11,8 @@ there (``fast_fill``). ``cnt0`` keeps each link's flows of active classes.
 The parts (links joined by active classes, union-find) and their order are found
 again (``fast_fill._order``, work in the links) only when a class joins two parts or
 reaches a link no part had (``count[2]``). A class that leaves splits no part; the
-pieces of a part that can be ordered can be too, so only a leave inside a part that
-cannot (``books[1]``) asks for the parts to be found again exactly.
+pieces of a part that can be ordered can be too, so only a leave inside a part in a
+cycle (``books[1]``, ``l_cyc``) asks for the parts to be found again exactly.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A class is a set of flows with the same virtual links: (uplink, band) and (downl
 receiver band); virtual link ``v = port * q + band``. The allocator's rounds
 (:mod:`simulator.allocator`) are kept: the open queues by the last round's use, their
 parts filled in the order of their queues (a part's capacities from the rates the
-parts above it just got), the parts that cannot be ordered together last, until every
+parts above it just got), the parts of a cycle together in their place, until every
 queue's capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds, else the
 worst-queue fallback. What changes is the work per round:
 
@@ -19,8 +19,8 @@ worst-queue fallback. What changes is the work per round:
   active classes, kept by union-find (a class that joins unites two parts; one that
   leaves splits none). They are ordered again (``_order``, work in the links) when a
   class joined two parts or reached a link no part had; found again once the classes
-  that left outnumber an eighth of the active set, and whenever some parts cannot be
-  ordered and a class left one of them, where they must be the components exactly. A
+  that left outnumber an eighth of the active set, and whenever a class left a part in
+  a cycle, where they must be the components exactly. A
   union of components that can be ordered is filled as one: the same rates up to the
   ``tol`` within which a joint filling freezes links of two components at one level.
   A part is filled again, from its links' lists, only when one of its links got other
@@ -54,7 +54,7 @@ def _parts(c: Classes, net: Net) -> None:
     leaves changes nothing: a part it split stays one, filled as one, which gives the
     same rates as long as the parts can be ordered; ``_fill`` finds them again once the
     classes that left outnumber an eighth of the active set, and whenever some parts
-    cannot be ordered (coarse parts could be what makes them so)."""
+    are in cycles (coarse parts could be what makes them so)."""
     par = net.part
     for v in range(len(par)):
         par[v] = v
@@ -166,8 +166,9 @@ def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
 @njit(cache=True)
 def _fill(c: Classes, net: Net, q: int) -> None:
     """One round over the active classes, queues in order: each part filled in the
-    capacities the parts above it just left, the parts that cannot be ordered together
-    last, in what the last round's rates leave them (``allocator_kernel._ordered_round``).
+    capacities the parts above it just left, the parts of a cycle together in their
+    place, in what the last round's rates of their own queues leave them
+    (``allocator_kernel._ordered_round``).
     The parts are found and ordered again only when needed (``fast_active``). Sets
     ``net.filled`` (each link's capacity at this round's filling) and ``net.used``."""
     drop_gone(c, net)

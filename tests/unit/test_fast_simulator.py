@@ -135,8 +135,8 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None
             got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = cls.rate[k]
         want = flow_rates((up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n))
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-    # priority cycles were among them: parts that cannot be ordered in 614 allocations,
-    # and 164 did not settle (the worst-queue fallback)
+    # priority cycles were among them: parts in a cycle in 624 allocations, and 165 did
+    # not settle (the worst-queue fallback)
     assert fallbacks > 100 and unordered > 300
 
 
@@ -185,8 +185,8 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
             _serve(cls, flows, net, dt)
             t += dt
             events += 1
-    # parts that cannot be ordered (filled together, from the last round) and fallbacks
-    # were among them: 133 and 9 with this seed
+    # parts in a cycle (filled together, from the last round) and fallbacks
+    # were among them: 129 and 8 with this seed
     assert events > 3000 and unordered > 50 and fallbacks >= 5
 
 
