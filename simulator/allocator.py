@@ -18,9 +18,9 @@ the tolerance) join their queues into components; a component with a queue below
 another's on some link is filled after it, in the capacity its fresh rates leave; the
 components of a priority cycle are filled together in their place in that order, in
 what the last round's rates of their own queues leave, and what lies below them after.
-Rounds stop when every queue's capacity is the one it was filled in. A flow's rate in
-a queue never depends on lower queues, so where "f is above g on some link" never
-loops back, a round is exact for the queues open at its start.
+Rounds stop when every queue with a flow that has not ended has the capacity it was
+filled in. A flow's rate in a queue never depends on lower queues, so where "f is above
+g on some link" never loops back, a round is exact for the queues open at its start.
 It is strict priority per link and max-min within each queue, with work conservation:
 a lower queue gets exactly what the higher ones leave. Bands mapped from one global
 order never loop back on one port, but on a leaf-spine flows ranked for different
@@ -61,11 +61,12 @@ def allocate(
     one entry per flow (the same queue on every link of its path) or, with
     ``per_crossing``, one per crossing in the order of the pairs. ``task`` (job of every
     flow) and ``penalty`` (eta / b) turn on the contention model. ``start`` (rates of
-    a close allocation, e.g. the previous event's) only speeds the fixed point up: it is
-    reached from any start in as many rounds as from zero. ``ended`` (a mask over the
-    flows) marks flows that ended at the last event: their ``start`` rates still count
-    in the use the rounds start from (their queue-mates take the capacity back before a
-    lower queue is offered it), and they get rate 0 and take no other part.
+    a close allocation, e.g. the previous event's) changes the rounds' path, not the
+    fixed point they settle at. ``ended`` (a mask over the flows) marks flows that ended
+    at the last event: their ``start`` rates still count in the use the rounds start
+    from (their queue-mates take the capacity back before a lower queue is offered it;
+    with the contention penalty that use is charged at the queue's cost without them),
+    and they get rate 0 and take no other part: no task, no queue to settle.
     """
     pf, pl, pq, n = crossings(incidence, queue, per_crossing)
     if ended is not None and len(ended) != n:

@@ -364,6 +364,8 @@ class Engine:
             left[left <= EPS * np.maximum(1.0, self.f_size[active])] = 0.0
             self.remaining[active] = left
             self.ended = active[left == 0.0]
+        else:  # nothing moved, so nothing ended at this event
+            self.ended = np.zeros(0, np.int64)
         return dt
 
     def _active_flows(self) -> np.ndarray:

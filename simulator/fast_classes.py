@@ -41,7 +41,8 @@ class Net(NamedTuple):
     cap: np.ndarray  # (V,) the port's capacity
     vstart: np.ndarray  # (V+1,) where each link's classes start in ``lcls``
     vnum: np.ndarray  # (V,) classes with flows
-    used: np.ndarray  # (V,) rate x flows of its classes (the next allocation's start)
+    used: np.ndarray  # (V,) rate x flows of its classes, and the rates of flows that
+    #                   ended since the last filling (the next allocation's start)
     vcap: np.ndarray  # (V,) what the queues above leave
     again: np.ndarray
     isopen: np.ndarray  # (V,) bool: vcap > tol

@@ -146,6 +146,8 @@ class FlowFastEngine(CoflowLoop):
                 self.band, self.rband = self.band[keep], self.rband[keep]
             else:
                 self.rem = left
+        else:
+            self.ended = None
         return dt
 
 

@@ -301,3 +301,31 @@ def test_a_jobs_weight_reaches_the_simulated_plans():
 
     assert ends(1.0) == {"a": pytest.approx(4.0), "b": pytest.approx(10.0)}
     assert ends(4.0) == {"a": pytest.approx(10.0), "b": pytest.approx(6.0)}
+
+
+def test_flows_that_ended_count_in_the_next_allocation_only_after_an_event_where_they_moved():
+    """A flow that ends keeps its last rate in the next allocation's starting use (its
+    queue-mates take the capacity back first); after an event where nothing moved (a
+    compute gap) no flow ended at the last event, so none is passed on."""
+    job = Job.explicit("j", [FlowSpec("a", "c", 1.0), FlowSpec("a", "b", 2.0)], compute_time=1.0)
+    e = Engine([Cojob("c", (3,), (job,))], bigswitch(list("abc"), 1.0), "fs")
+    passed, steps = [], []
+    rates = e._rates
+
+    def spy(active: np.ndarray) -> np.ndarray:
+        passed.append(e.ended.tolist())
+        return rates(active)
+
+    advance = e._advance_time
+
+    def step(pending: list[int], nxt: float) -> float:
+        moving = len(e._active_flows()) > 0
+        dt = advance(pending, nxt)
+        steps.append((moving, e.ended.tolist()))
+        return dt
+
+    e._rates, e._advance_time = spy, step  # type: ignore[method-assign]
+    e.run()
+    idle = [ended for moving, ended in steps if not moving]
+    assert idle and all(ended == [] for ended in idle)  # compute gaps: nothing ended
+    assert any(p for p in passed)  # flows that ended were passed on where they moved
