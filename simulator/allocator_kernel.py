@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from grouper.simulator.grouping import csr, runs
 from grouper.simulator.queue_order import component_order, flow_components
 
 
@@ -24,25 +25,8 @@ def _group(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dense ids of the distinct keys in sorted key order: (id per entry, entries
     sorted by id, start of every id's run in that order plus the end)."""
     order = np.argsort(key, kind="mergesort")
-    ids, starts = _runs(key, order)
+    ids, starts = runs(key, order)
     return ids, order, starts
-
-
-@njit(cache=True)
-def _runs(key: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For entries ``order`` sorted by ``key``: the dense id of every entry's key and
-    the start of every id's run in that order plus the end."""
-    ids = np.empty(len(key), dtype=np.int64)
-    starts = np.empty(len(key) + 1, dtype=np.int64)
-    nid = 0
-    for k in range(len(order)):
-        i = order[k]
-        if k == 0 or key[i] != key[order[k - 1]]:
-            starts[nid] = k
-            nid += 1
-        ids[i] = nid - 1
-    starts[nid] = len(order)
-    return ids, starts[: nid + 1]
 
 
 @njit(cache=True)
@@ -125,23 +109,6 @@ def _maxmin(
 
 
 @njit(cache=True)
-def _csr(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Entries grouped by ``idx`` (stable: a counting sort over ``size`` groups) and
-    the start of every group."""
-    start = np.zeros(size + 1, dtype=np.int64)
-    for i in range(len(idx)):
-        start[idx[i] + 1] += 1
-    for k in range(size):
-        start[k + 1] += start[k]
-    order = np.empty(len(idx), dtype=np.int64)
-    at = start[:-1].copy()
-    for i in range(len(idx)):
-        order[at[idx[i]]] = i
-        at[idx[i]] += 1
-    return order, start
-
-
-@njit(cache=True)
 def allocate_kernel(
     pf: np.ndarray,
     pl: np.ndarray,
@@ -172,7 +139,7 @@ def allocate_kernel(
         real[i] = not gone[pf[i]]
         moves[vidx[i]] |= real[i]
     cost = _costs(vidx[real], tflow[real], nv, penalty)
-    by_flow, flow_start = _csr(pf, n)
+    by_flow, flow_start = csr(pf, n)
     cap_v = capacity[vlink]
     lfirst = np.empty(nv, np.int64)  # the first queue of every queue's link
     for v in range(nv):
@@ -221,8 +188,8 @@ def _by_worst_queue(
         sel = np.flatnonzero(lv == q)
         spf, spl = pf[sel], pl[sel]
         cost = _costs(spl, tflow[sel], nl, penalty)
-        by_flow, flow_start = _csr(spf, n)
-        by_l, l_start = _csr(spl, nl)
+        by_flow, flow_start = csr(spf, n)
+        by_l, l_start = csr(spl, nl)
         got = _maxmin(spf, spl, residual, cost, n, tol, by_flow, flow_start, by_l, l_start)
         for k in range(len(spf)):
             residual[spl[k]] -= got[spf[k]] * cost[spl[k]]
@@ -278,8 +245,8 @@ def _fill_group(
             k += 1
     lcap, lcost = capnow[links], cost[links]
     lmap[links] = -1
-    bf, fs = _csr(lpf, len(fl))
-    bv, vs = _csr(lpv, len(links))
+    bf, fs = csr(lpf, len(fl))
+    bv, vs = csr(lpv, len(links))
     r = _maxmin(lpf, lpv, lcap, lcost, len(fl), tol, bf, fs, bv, vs)
     for j in range(len(fl)):
         rates[fl[j]] = r[j]
@@ -344,9 +311,9 @@ def _ordered_round(
 
 @njit(cache=True)
 def _by_group(key: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """The indices with ``key >= 0`` grouped by key (``_csr``, the others set aside in a
+    """The indices with ``key >= 0`` grouped by key (``csr``, the others set aside in a
     group before the first), and where each group starts."""
-    order, start = _csr(key + 1, groups + 1)
+    order, start = csr(key + 1, groups + 1)
     return order, start[1:]
 
 

@@ -16,11 +16,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from grouper.simulator.allocator_kernel import _csr, _runs
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fallback import by_worst_queue
 from grouper.simulator.fast_fill import allocate_classes
+from grouper.simulator.grouping import csr, runs
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
@@ -64,10 +64,10 @@ def _by_links(vu: np.ndarray, vd: np.ndarray, nv: int) -> tuple:
     starts (a stable sort by the pair), by two counting sorts over the ``nv`` links
     (downlink, then uplink) instead of a merge sort of the keys: every plan's rebuild
     sorts every flow still moving."""
-    by_down, _ = _csr(vd, nv)
-    by_up, _ = _csr(vu[by_down], nv)
+    by_down, _ = csr(vd, nv)
+    by_up, _ = csr(vu[by_down], nv)
     order = by_down[by_up]
-    ids, starts = _runs(vu * nv + vd, order)
+    ids, starts = runs(vu * nv + vd, order)
     return ids, order, starts
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from grouper.simulator.grouping import csr
+
 
 @njit(cache=True)
 def find_root(par: np.ndarray, v: int) -> int:
@@ -71,9 +73,9 @@ def flow_components(
 
 @njit(cache=True)
 def _edges(comp: np.ndarray, vlink: np.ndarray, nc: int) -> tuple:
-    """The relation "has a queue just above one of" between components, as successor
-    lists (CSR: ``succ`` from ``start[c]``), and which components lie above themselves
-    (two of their queues on one link)."""
+    """The relation "has a queue just above one of" between components, as pairs
+    (``src[e]`` just above ``dst[e]``), and which components lie above themselves (two
+    of their queues on one link)."""
     loop = np.zeros(nc, np.bool_)
     src = np.empty(len(comp), np.int64)
     dst = np.empty(len(comp), np.int64)
@@ -92,17 +94,7 @@ def _edges(comp: np.ndarray, vlink: np.ndarray, nc: int) -> tuple:
                 src[ne], dst[ne] = a, b
                 ne += 1
         prev = v
-    start = np.zeros(nc + 1, np.int64)
-    for e in range(ne):
-        start[src[e] + 1] += 1
-    for c in range(nc):
-        start[c + 1] += start[c]
-    succ = np.empty(ne, np.int64)
-    cur = start[:-1].copy()
-    for e in range(ne):
-        succ[cur[src[e]]] = dst[e]
-        cur[src[e]] += 1
-    return succ, start, src[:ne], dst[:ne], loop
+    return src[:ne], dst[:ne], loop
 
 
 @njit(cache=True)
@@ -144,18 +136,11 @@ def component_order(
     group starts (``ng + 1``) and whether it is a cycle. The groups are the strongly
     connected components of that relation (Kosaraju's: a search along it, then one
     against it from the last component left, which meets the groups in order)."""
-    succ, start, src, dst, loop = _edges(comp, vlink, nc)
+    src, dst, loop = _edges(comp, vlink, nc)
+    by_src, start = csr(src, nc)
+    by_dst, pstart = csr(dst, nc)
+    succ, pred = dst[by_src], src[by_dst]  # the relation, and reversed
     fin = _finish_order(succ, start, nc)
-    pstart = np.zeros(nc + 1, np.int64)  # the relation reversed
-    for e in range(len(src)):
-        pstart[dst[e] + 1] += 1
-    for c in range(nc):
-        pstart[c + 1] += pstart[c]
-    pred = np.empty(len(src), np.int64)
-    cur = pstart[:-1].copy()
-    for e in range(len(src)):
-        pred[cur[dst[e]]] = src[e]
-        cur[dst[e]] += 1
     order = np.empty(nc, np.int64)
     gstart = np.zeros(nc + 1, np.int64)
     cyc = np.zeros(nc, np.bool_)

@@ -112,24 +112,32 @@ def _ordered_round(
         rates[pf[sel]] = got[pf[sel]]
         u[queues] = np.bincount(vidx[sel], weights=got[pf[sel]], minlength=nv)[queues]
 
-    for group in _groups(comp, vlink):
+    for group in queue_groups(comp, vlink):
         fill(np.flatnonzero(np.isin(comp, group)))
     return rates, filled
 
 
-def _groups(comp: np.ndarray, vlink: np.ndarray) -> list[list[int]]:
+def queue_relation(comp: np.ndarray, vlink: np.ndarray) -> tuple[list[tuple[int, int]], set]:
+    """Pairs (a, b) of components with a queue of a just above a queue of b on a link
+    (queues with no component skipped), and the components just above themselves."""
+    queues = np.flatnonzero(comp >= 0)
+    pairs, loops = [], set()
+    for a, b in zip(queues[:-1], queues[1:], strict=True):
+        if vlink[a] == vlink[b]:
+            if comp[a] == comp[b]:
+                loops.add(int(comp[a]))
+            else:
+                pairs.append((int(comp[a]), int(comp[b])))
+    return pairs, loops
+
+
+def queue_groups(comp: np.ndarray, vlink: np.ndarray) -> list[list[int]]:
     """The components in groups, in order: the strongly connected components (scipy) of
-    "a queue of one is just above a queue of the other on a link", ordered by the
-    standard library's topological sort of the groups."""
+    ``queue_relation``, ordered by the standard library's topological sort."""
     if (comp < 0).all():
         return []
     nc = int(comp.max()) + 1
-    queues = np.flatnonzero(comp >= 0)
-    edges = [
-        (int(comp[a]), int(comp[b]))
-        for a, b in zip(queues[:-1], queues[1:], strict=True)
-        if vlink[a] == vlink[b] and comp[a] != comp[b]
-    ]
+    edges, _ = queue_relation(comp, vlink)
     src, dst = np.array([e[0] for e in edges], int), np.array([e[1] for e in edges], int)
     graph = sparse.coo_matrix((np.ones(len(edges)), (src, dst)), shape=(nc, nc))
     _, scc = connected_components(graph, directed=True, connection="strong")

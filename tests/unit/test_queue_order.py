@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import sparse
-from scipy.sparse.csgraph import connected_components
 
 from grouper.simulator.queue_order import component_order
+from tests.unit.allocator_reference import queue_groups, queue_relation
 
 
 @st.composite
@@ -32,25 +31,6 @@ def _queues(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int]:
     return comp.astype(np.int64), vlink.astype(np.int64), len(used)
 
 
-def _relation(comp: np.ndarray, vlink: np.ndarray) -> tuple[list[tuple[int, int]], set[int]]:
-    """Pairs (a, b): a queue of a just above a queue of b on a link (queues with no
-    component skipped), and the components just above themselves."""
-    pairs, loops = [], set()
-    prev = -1
-    for v in range(len(comp)):
-        if v > 0 and vlink[v] != vlink[v - 1]:
-            prev = -1
-        if comp[v] < 0:
-            continue
-        if prev >= 0:
-            if comp[prev] == comp[v]:
-                loops.add(int(comp[v]))
-            else:
-                pairs.append((int(comp[prev]), int(comp[v])))
-        prev = v
-    return pairs, loops
-
-
 @settings(max_examples=300, deadline=None)
 @given(_queues())
 def test_groups_are_the_cycles_in_an_order_every_queue_follows_those_above(
@@ -62,14 +42,9 @@ def test_groups_are_the_cycles_in_an_order_every_queue_follows_those_above(
     group = np.empty(nc, np.int64)
     for g in range(len(gstart) - 1):
         group[order[gstart[g] : gstart[g + 1]]] = g
-    pairs, loops = _relation(comp, vlink)
-    src = np.array([a for a, _ in pairs], dtype=np.int64)
-    dst = np.array([b for _, b in pairs], dtype=np.int64)
-    graph = sparse.coo_matrix((np.ones(len(pairs)), (src, dst)), shape=(nc, nc))
-    _, scc = connected_components(graph, directed=True, connection="strong")
-    for a in range(nc):  # the same partition as scipy's
-        for b in range(nc):
-            assert (group[a] == group[b]) == (scc[a] == scc[b]), (a, b)
+    pairs, loops = queue_relation(comp, vlink)
+    scc = {frozenset(g) for g in queue_groups(comp, vlink)}  # scipy's
+    assert {frozenset(order[gstart[g] : gstart[g + 1]].tolist()) for g in range(len(cyc))} == scc
     for a, b in pairs:  # every group after the groups above it
         assert group[a] <= group[b], (a, b)
     for g in range(len(gstart) - 1):
