@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.grouping import csr, runs
 from grouper.simulator.queue_order import component_order, flow_components
 
@@ -145,7 +146,8 @@ def allocate_kernel(
     for v in range(nv):
         lfirst[v] = v if v == 0 or vlink[v] != vlink[v - 1] else lfirst[v - 1]
     used = _use(start if warm else np.zeros(n), pf, vidx, nv)
-    for _ in range(max_rounds):
+    h0, h1, moved = np.zeros(nv), np.zeros(nv), np.zeros(nv, np.bool_)
+    for k in range(max_rounds):
         rates, filled = _ordered_round(
             pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
             v_start, gone,
@@ -159,6 +161,9 @@ def allocate_kernel(
                 break
         if settled:
             return rates, True
+        if k % EVERY == EVERY - 1:
+            jump(used, h0, h1, cap_v, tol, moved)
+        h0, h1 = h1, used
     return _by_worst_queue(
         pf[real], pl[real], pq[real], tflow[real], capacity, penalty, n, tol
     ), False
@@ -278,11 +283,10 @@ def _ordered_round(
     (the last round's for a queue with no flow filled)."""
     vcap = _capacities(used, cost, cap_v, vlink)
     comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start, gone)
-    order, gstart, _ = component_order(comp, vlink, nc)
-    group = np.empty(nc, np.int64)  # each component's group, in the order filled
-    for g in range(len(gstart) - 1):
-        group[order[gstart[g] : gstart[g + 1]]] = g
-    ng = len(gstart) - 1
+    order, _, _ = component_order(comp, vlink, nc)
+    group = np.empty(nc, np.int64)  # each component's place in the order filled
+    group[order] = np.arange(nc)
+    ng = nc
     fgroup = np.full(n, -1, np.int64)
     for f in range(n):
         if active[f]:

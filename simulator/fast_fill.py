@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_active import drop_gone, toggle
 from grouper.simulator.fast_classes import Classes, Net
@@ -185,9 +186,8 @@ def _fill(c: Classes, net: Net, q: int) -> None:
         if net.deg[v] == 0:
             net.used[v] = 0.0
             net.filled[v] = net.vcap[v]
-    gs = net.groups
-    for g in range(books[4]):
-        _fill_parts(c, net, q, gs[g], gs[g + 1])
+    for p in range(books[3]):
+        _fill_parts(c, net, q, p, p + 1)
     net.dirty[:] = False
 
 
@@ -226,7 +226,8 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
             c.rate[c.pos[i]] = 0.0
         c.count[3] = 0
     _virtual_capacity(net.used, net.cap, q, net.vcap)
-    for _ in range(MAX_ROUNDS):
+    h0, h1 = np.zeros(len(net.used)), np.zeros(len(net.used))
+    for k in range(MAX_ROUNDS):
         toggle(c, net, tol)
         _fill(c, net, q)
         _virtual_capacity(net.used, net.cap, q, net.again)
@@ -235,6 +236,11 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
             c.pos[:n] = c.aset[:n]
             c.count[1] = n
             return True
+        if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again
+            jump(net.used, h0, h1, net.cap, tol, net.dirty)
+            _virtual_capacity(net.used, net.cap, q, net.again)
+        h0, h1 = h1, h0
+        h1[:] = net.used
         net.vcap[:] = net.again
     fallback(c, net, q)
     c.count[3] = 1

@@ -167,4 +167,51 @@ def component_order(
         cyc[ng] = n - lo > 1 or loop[r]
         ng += 1
         gstart[ng] = n
+    _sweep_order(order, gstart[: ng + 1], succ, start, comp)
     return order, gstart[: ng + 1], cyc[:ng]
+
+
+@njit(cache=True)
+def _sweep_order(
+    order: np.ndarray, gstart: np.ndarray, succ: np.ndarray, start: np.ndarray,
+    comp: np.ndarray,
+) -> None:  # fmt: skip
+    """Every group of more than one component put in the order it is swept in (filled
+    one after another, each in what those before it left): the reverse of the order in
+    which a depth-first search within the group leaves its components, started at the
+    component with the first queue, each one's successors taken in the order of their
+    queues. Every relation within the group then points forward but the search's back
+    edges, and the order depends on the components, not on how they are numbered."""
+    nc = len(order)
+    first = np.full(nc, len(comp), np.int64)  # every component's first queue
+    for v in range(len(comp) - 1, -1, -1):
+        if comp[v] >= 0:
+            first[comp[v]] = v
+    grp = np.empty(nc, np.int64)
+    for g in range(len(gstart) - 1):
+        grp[order[gstart[g] : gstart[g + 1]]] = g
+    seen = np.zeros(nc, np.bool_)
+    stack, at = np.empty(nc, np.int64), np.empty(nc, np.int64)
+    for g in range(len(gstart) - 1):
+        lo, hi = gstart[g], gstart[g + 1]
+        if hi - lo < 2:
+            continue
+        r = order[lo]
+        for c in order[lo:hi]:
+            if first[c] < first[r]:
+                r = c
+        seen[r] = True
+        stack[0], at[0], h, k = r, start[r], 1, hi
+        while h > 0:
+            c = stack[h - 1]
+            if at[h - 1] < start[c + 1]:
+                d = succ[at[h - 1]]
+                at[h - 1] += 1
+                if grp[d] == g and not seen[d]:
+                    seen[d] = True
+                    stack[h], at[h] = d, start[d]
+                    h += 1
+            else:
+                k -= 1
+                order[k] = c
+                h -= 1

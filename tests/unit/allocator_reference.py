@@ -15,6 +15,8 @@ from grouper.simulator.allocator import crossings
 
 EPS = 1e-12
 MAX_ROUNDS = 8
+EVERY = 3  # rounds from one jump (``aitken``) to the next
+RATIO = 0.9  # the largest ratio of two steps jumped from
 
 
 def efficiency(k: np.ndarray, penalty: float) -> np.ndarray:
@@ -64,14 +66,30 @@ def allocate_reference(
 
     moves = np.bincount(vidx[real], minlength=len(vkeys)) > 0
     used = np.zeros(len(vkeys)) if start is None else use(np.asarray(start, float))
-    for _ in range(MAX_ROUNDS):
+    before: list[np.ndarray] = []  # the rounds' use since the last jump
+    for k in range(MAX_ROUNDS):
         rates, filled = _ordered_round(
             pf, vidx, vlink, capacity[vlink], capacities(used), used, cost, n, tol, gone
         )
         used = use(rates)
         if np.allclose(capacities(used)[moves], filled[moves], rtol=1e-9, atol=tol):
             return rates  # settled
+        if k % EVERY == EVERY - 1:
+            used = aitken(before[-2], before[-1], used, capacity[vlink], tol)
+        before.append(used)
     return _by_worst_queue(pf[real], pl[real], pq[real], capacity, task, penalty, n, tol)
+
+
+def aitken(
+    h0: np.ndarray, h1: np.ndarray, u: np.ndarray, cap: np.ndarray, tol: float
+) -> np.ndarray:
+    """Aitken's delta-squared per queue: the limit of the geometric sequence h0, h1, u
+    where its steps have one sign, the last more than ``tol`` and at most ``RATIO``
+    times the one before, within [0, cap]; u elsewhere."""
+    d0, d1 = h1 - h0, u - h1
+    go = (d0 * d1 > 0) & (np.abs(d1) > tol) & (np.abs(d1) <= RATIO * np.abs(d0))
+    r = np.divide(d1, d0, out=np.zeros_like(u), where=go)
+    return np.where(go, np.clip(u + d1 * r / np.where(go, 1 - r, 1.0), 0.0, cap), u)
 
 
 def _ordered_round(
@@ -113,7 +131,8 @@ def _ordered_round(
         u[queues] = np.bincount(vidx[sel], weights=got[pf[sel]], minlength=nv)[queues]
 
     for group in queue_groups(comp, vlink):
-        fill(np.flatnonzero(np.isin(comp, group)))
+        for c in group:  # a cycle's components one after another (a sweep)
+            fill(np.flatnonzero(comp == c))
     return rates, filled
 
 
@@ -133,7 +152,8 @@ def queue_relation(comp: np.ndarray, vlink: np.ndarray) -> tuple[list[tuple[int,
 
 def queue_groups(comp: np.ndarray, vlink: np.ndarray) -> list[list[int]]:
     """The components in groups, in order: the strongly connected components (scipy) of
-    ``queue_relation``, ordered by the standard library's topological sort."""
+    ``queue_relation``, ordered by the standard library's topological sort, each in the
+    order it is swept in (``sweep``)."""
     if (comp < 0).all():
         return []
     nc = int(comp.max()) + 1
@@ -145,7 +165,27 @@ def queue_groups(comp: np.ndarray, vlink: np.ndarray) -> list[list[int]]:
     for a, b in edges:
         if scc[a] != scc[b]:
             sorter.add(int(scc[b]), int(scc[a]))
-    return [np.flatnonzero(scc == g).tolist() for g in sorter.static_order()]
+    groups = [np.flatnonzero(scc == g).tolist() for g in sorter.static_order()]
+    return [sweep(g, edges, comp) if len(g) > 1 else g for g in groups]
+
+
+def sweep(group: list[int], edges: list[tuple[int, int]], comp: np.ndarray) -> list[int]:
+    """A cycle's components in the order they are filled: the reverse of the order a
+    depth-first search within the cycle leaves them, from the component with the first
+    queue, successors in the order of the queues where they follow (``edges``' order)."""
+    first = {c: int(np.flatnonzero(comp == c)[0]) for c in group}
+    left: list[int] = []
+    seen: set[int] = set()
+
+    def visit(c: int) -> None:
+        seen.add(c)
+        for a, b in edges:
+            if a == c and b in first and b not in seen:
+                visit(b)
+        left.append(c)
+
+    visit(min(group, key=first.__getitem__))
+    return left[::-1]
 
 
 def _maxmin(

@@ -135,9 +135,9 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None
             got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = cls.rate[k]
         want = flow_rates((up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n))
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-    # priority cycles were among them: parts in a cycle in 624 allocations, and 165 did
-    # not settle (the worst-queue fallback)
-    assert fallbacks > 100 and unordered > 300
+    # priority cycles were among them: parts in a cycle in 670 allocations, and 39 did
+    # not settle (the worst-queue fallback; 165 without the jumps of ``aitken``)
+    assert fallbacks > 20 and unordered > 300
 
 
 def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() -> None:
@@ -148,13 +148,13 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
     Seeded instances: classes of several flows that end one by one, so that a class
     loses flows while the others keep their queues open."""
     rng = np.random.default_rng(5)
-    p, q = 8, 4
+    p, q = 4, 4  # few ports: queues in cycles, rounds that run out
     cap = rng.choice([1.0, 2.0, 3.0], size=2 * p)
     tol = 1e-12 * cap.max()
     events = fallbacks = unordered = 0
     for _ in range(400):
-        kinds = int(rng.integers(1, 12))  # flows of a kind share links and queues: a class
-        kind = rng.integers(0, kinds, int(rng.integers(1, 40)))
+        kinds = int(rng.integers(1, 20))  # flows of a kind share links and queues: a class
+        kind = rng.integers(0, kinds, int(rng.integers(1, 60)))
         n = len(kind)
         up, down = rng.integers(0, p, kinds)[kind], p + rng.integers(0, p, kinds)[kind]
         band, rband = rng.integers(0, q, kinds)[kind], rng.integers(0, q, kinds)[kind]
@@ -185,9 +185,9 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start() 
             _serve(cls, flows, net, dt)
             t += dt
             events += 1
-    # parts in a cycle (filled together, from the last round) and fallbacks
-    # were among them: 129 and 8 with this seed
-    assert events > 3000 and unordered > 50 and fallbacks >= 5
+    # parts in a cycle (swept, from the last round) and fallbacks were among them:
+    # 1,106 and 27 in 5,894 events with this seed
+    assert events > 3000 and unordered > 300 and fallbacks >= 10
 
 
 @settings(max_examples=60, deadline=None)

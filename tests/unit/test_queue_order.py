@@ -1,6 +1,7 @@
 """``queue_order.component_order``: the components in groups (the cycles of "has a queue
 just above one of"), the groups in an order where every queue follows the queues above
-it, checked against scipy's strongly connected components."""
+it, checked against scipy's strongly connected components; a cycle's components in the
+order of its sweep, checked against the reference's depth-first search."""
 
 from __future__ import annotations
 
@@ -43,8 +44,11 @@ def test_groups_are_the_cycles_in_an_order_every_queue_follows_those_above(
     for g in range(len(gstart) - 1):
         group[order[gstart[g] : gstart[g + 1]]] = g
     pairs, loops = queue_relation(comp, vlink)
-    scc = {frozenset(g) for g in queue_groups(comp, vlink)}  # scipy's
-    assert {frozenset(order[gstart[g] : gstart[g + 1]].tolist()) for g in range(len(cyc))} == scc
+    scc = {frozenset(g): g for g in queue_groups(comp, vlink)}  # scipy's, swept in order
+    ours = [order[gstart[g] : gstart[g + 1]].tolist() for g in range(len(cyc))]
+    assert {frozenset(g) for g in ours} == set(scc)
+    for g in ours:  # a cycle's components in the order of the sweep
+        assert g == scc[frozenset(g)]
     for a, b in pairs:  # every group after the groups above it
         assert group[a] <= group[b], (a, b)
     for g in range(len(gstart) - 1):
