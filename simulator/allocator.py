@@ -16,11 +16,15 @@ or from the previous event's rates. A round fills the queues in order
 (:mod:`simulator.queue_order`): the flows whose queues are all open (capacity above
 the tolerance) join their queues into components; a component with a queue below
 another's on some link is filled after it, in the capacity its fresh rates leave; the
-components of a priority cycle are filled together in their place in that order, in
-what the last round's rates of their own queues leave, and what lies below them after.
-Rounds stop when every queue with a flow that has not ended has the capacity it was
-filled in. A flow's rate in a queue never depends on lower queues, so where "f is above
-g on some link" never loops back, a round is exact for the queues open at its start.
+components of a priority cycle are filled in their place in that order, one after
+another in a fixed order (a sweep: each in what the fresh rates before it and the last
+round's rates of the rest leave), and what lies below them after. Every third round
+that did not settle, each queue's use jumps to the limit of its last two steps where
+they shrink geometrically (:mod:`simulator.aitken`), which is how the rounds over a
+cycle converge. Rounds stop when every queue with a flow that has not ended has the
+capacity it was filled in. A flow's rate in a queue never depends on lower queues, so
+where "f is above g on some link" never loops back, a round is exact for the queues
+open at its start.
 It is strict priority per link and max-min within each queue, with work conservation:
 a lower queue gets exactly what the higher ones leave. Bands mapped from one global
 order never loop back on one port, but on a leaf-spine flows ranked for different

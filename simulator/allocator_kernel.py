@@ -278,9 +278,10 @@ def _ordered_round(
     """One round of the fixed point, queues in order: the open queues (by the last
     round's use) and the flows whose queues are all open; their components filled one
     after another so that a queue's capacity comes from the rates just computed above it
-    (``queue_order``; the components of a cycle together, in what the last round's use
-    of their own queues leaves them). Rates, and each queue's capacity at its filling
-    (the last round's for a queue with no flow filled)."""
+    (``queue_order``; the components of a cycle in the order of its sweep, each in what
+    the fresh use before it and the last round's use of the rest leave it). Rates, and
+    each queue's capacity at its filling (the last round's for a queue with no flow
+    filled)."""
     vcap = _capacities(used, cost, cap_v, vlink)
     comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start, gone)
     order, _, _ = component_order(comp, vlink, nc)

@@ -5,8 +5,9 @@ A class is a set of flows with the same virtual links: (uplink, band) and (downl
 receiver band); virtual link ``v = port * q + band``. The allocator's rounds
 (:mod:`simulator.allocator`) are kept: the open queues by the last round's use, their
 parts filled in the order of their queues (a part's capacities from the rates the
-parts above it just got), the parts of a cycle together in their place, until every
-queue's capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds, else the
+parts above it just got), the parts of a cycle in the order of its sweep, the jump of
+every queue's use every third round (:mod:`simulator.aitken`), until every queue's
+capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds, else the
 worst-queue fallback. What changes is the work per round:
 
 * A virtual link with no capacity left (``vcap <= tol``) saturates at once, at level 0,
@@ -140,13 +141,13 @@ def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
 
 
 @njit(cache=True)
-def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
-    """Parts ``lo..hi-1`` (in ``_order``'s order) filled together in the capacities the
-    queues above them leave now (``net.used``); a part whose links kept their classes
-    and capacities since its last filling keeps its rates when filled alone."""
+def _fill_part(c: Classes, net: Net, q: int, p: int) -> None:
+    """Part ``p`` (in ``_order``'s order) filled in the capacities the queues above it
+    leave now (``net.used``), unless its links kept their classes and capacities since
+    its last filling (it keeps its rates)."""
     links, ls, used, filled, dirty = net.b_links, net.b_lstart, net.used, net.filled, net.dirty
     again = False
-    for j in range(ls[lo], ls[hi]):
+    for j in range(ls[p], ls[p + 1]):
         v = links[j]
         if net.deg[v] > 0:  # else no class of it is active (``_fill``)
             x = _capacity(v, q, net.cap, used)
@@ -154,12 +155,12 @@ def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
             filled[v] = x
     if not again:
         return
-    for j in range(ls[lo], ls[hi]):
+    for j in range(ls[p], ls[p + 1]):
         net.m_used[links[j]] = 0.0
         net.cnt[links[j]] = net.cnt0[links[j]]
     lists = (net.vstart, net.aend, net.lcls, net.lother, net.lmult)
-    maxmin(c.rate, filled, links[ls[lo] : ls[hi]], lists, net)
-    for j in range(ls[lo], ls[hi]):
+    maxmin(c.rate, filled, links[ls[p] : ls[p + 1]], lists, net)
+    for j in range(ls[p], ls[p + 1]):
         if net.deg[links[j]] > 0:
             used[links[j]] = net.m_used[links[j]]
 
@@ -167,9 +168,9 @@ def _fill_parts(c: Classes, net: Net, q: int, lo: int, hi: int) -> None:
 @njit(cache=True)
 def _fill(c: Classes, net: Net, q: int) -> None:
     """One round over the active classes, queues in order: each part filled in the
-    capacities the parts above it just left, the parts of a cycle together in their
-    place, in what the last round's rates of their own queues leave them
-    (``allocator_kernel._ordered_round``).
+    capacities the parts above it just left (the parts of a cycle in the order of its
+    sweep: the last round's use of those after it counts) as in
+    ``allocator_kernel._ordered_round``.
     The parts are found and ordered again only when needed (``fast_active``). Sets
     ``net.filled`` (each link's capacity at this round's filling) and ``net.used``."""
     drop_gone(c, net)
@@ -187,7 +188,7 @@ def _fill(c: Classes, net: Net, q: int) -> None:
             net.used[v] = 0.0
             net.filled[v] = net.vcap[v]
     for p in range(books[3]):
-        _fill_parts(c, net, q, p, p + 1)
+        _fill_part(c, net, q, p)
     net.dirty[:] = False
 
 

@@ -7,9 +7,10 @@ capacity is what the queues above it leave, so a component whose queue lies belo
 another component's on some link is filled after it, in the capacity that one's fresh
 rates leave. ``component_order`` puts the components in such an order; a component
 above itself on some link (two of its queues on one link), or the components of a cycle
-of such relations, cannot be ordered among themselves: they form a group, filled
-together in what the last round's use of its own queues leaves (and the fresh use of
-the queues above it), in its place in the order; what lies below it follows it.
+of such relations, cannot be ordered among themselves: they form a group, in its place
+in the order, its components in the order of a sweep (``_sweep_order``), each filled
+in what the fresh use of the queues before it and the last round's use of the rest
+leave; what lies below the group follows it.
 """
 
 from __future__ import annotations
@@ -132,10 +133,10 @@ def component_order(
     """The components in groups, the groups in an order where every queue comes after
     the queues above it on its link: a group is one component, or the components of a
     cycle of "has a queue above one of" (one above itself on some link is a cycle of
-    its own), filled together. Returns the components group after group, where each
-    group starts (``ng + 1``) and whether it is a cycle. The groups are the strongly
-    connected components of that relation (Kosaraju's: a search along it, then one
-    against it from the last component left, which meets the groups in order)."""
+    its own), in the order of its sweep. Returns the components group after group,
+    where each group starts (``ng + 1``) and whether it is a cycle. The groups are the
+    strongly connected components of that relation (Kosaraju's: a search along it, then
+    one against it from the last component left, which meets the groups in order)."""
     src, dst, loop = _edges(comp, vlink, nc)
     by_src, start = csr(src, nc)
     by_dst, pstart = csr(dst, nc)
