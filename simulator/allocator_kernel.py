@@ -147,8 +147,9 @@ def allocate_kernel(
         lfirst[v] = v if v == 0 or vlink[v] != vlink[v - 1] else lfirst[v - 1]
     used = _use(start if warm else np.zeros(n), pf, vidx, nv)
     h0, h1, moved = np.zeros(nv), np.zeros(nv), np.zeros(nv, np.bool_)
+    top = cap_v / cost  # the most use a queue's link can carry
     for k in range(max_rounds):
-        rates, filled = _ordered_round(
+        rates, filled, in_cycle = _ordered_round(
             pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
             v_start, gone,
         )  # fmt: skip
@@ -162,7 +163,7 @@ def allocate_kernel(
         if settled:
             return rates, True
         if k % EVERY == EVERY - 1:
-            jump(used, h0, h1, cap_v, tol, moved)
+            jump(used, h0, h1, top, tol, in_cycle, moved)
         h0, h1 = h1, used
     return _by_worst_queue(
         pf[real], pl[real], pq[real], tflow[real], capacity, penalty, n, tol
@@ -274,20 +275,26 @@ def _ordered_round(
     pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, lfirst: np.ndarray, used: np.ndarray,
     cost: np.ndarray, cap_v: np.ndarray, n: int, tol: float, by_flow: np.ndarray,
     flow_start: np.ndarray, by_v: np.ndarray, v_start: np.ndarray, gone: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """One round of the fixed point, queues in order: the open queues (by the last
     round's use) and the flows whose queues are all open; their components filled one
     after another so that a queue's capacity comes from the rates just computed above it
     (``queue_order``; the components of a cycle in the order of its sweep, each in what
     the fresh use before it and the last round's use of the rest leave it). Rates, and
     each queue's capacity at its filling (the last round's for a queue with no flow
-    filled)."""
+    filled), and which queues are in a cycle's components."""
     vcap = _capacities(used, cost, cap_v, vlink)
     comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start, gone)
-    order, _, _ = component_order(comp, vlink, nc)
+    order, gstart, cyc = component_order(comp, vlink, nc)
     group = np.empty(nc, np.int64)  # each component's place in the order filled
     group[order] = np.arange(nc)
     ng = nc
+    c_cyc = np.zeros(nc, np.bool_)
+    for g in range(len(cyc)):
+        c_cyc[order[gstart[g] : gstart[g + 1]]] = cyc[g]
+    in_cycle = np.zeros(len(comp), np.bool_)
+    for v in range(len(comp)):
+        in_cycle[v] = comp[v] >= 0 and c_cyc[comp[v]]
     fgroup = np.full(n, -1, np.int64)
     for f in range(n):
         if active[f]:
@@ -311,7 +318,7 @@ def _ordered_round(
             by_flow, flow_start, u, cost, cap_v, lfirst, tol, rates, filled, pf, by_v, v_start,
             lmap,
         )  # fmt: skip
-    return rates, filled
+    return rates, filled, in_cycle
 
 
 @njit(cache=True)

@@ -238,7 +238,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
             c.count[1] = n
             return True
         if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again
-            jump(net.used, h0, h1, net.cap, tol, net.dirty)
+            jump(net.used, h0, h1, net.cap, tol, net.l_cyc, net.dirty)
             _virtual_capacity(net.used, net.cap, q, net.again)
         h0, h1 = h1, h0
         h1[:] = net.used

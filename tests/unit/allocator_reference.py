@@ -66,16 +66,17 @@ def allocate_reference(
 
     moves = np.bincount(vidx[real], minlength=len(vkeys)) > 0
     used = np.zeros(len(vkeys)) if start is None else use(np.asarray(start, float))
-    before: list[np.ndarray] = []  # the rounds' use since the last jump
+    before: list[np.ndarray] = []  # every round's use (after its jump, if any)
     for k in range(MAX_ROUNDS):
-        rates, filled = _ordered_round(
+        rates, filled, in_cycle = _ordered_round(
             pf, vidx, vlink, capacity[vlink], capacities(used), used, cost, n, tol, gone
         )
         used = use(rates)
         if np.allclose(capacities(used)[moves], filled[moves], rtol=1e-9, atol=tol):
             return rates  # settled
         if k % EVERY == EVERY - 1:
-            used = aitken(before[-2], before[-1], used, capacity[vlink], tol)
+            jumped = aitken(before[-2], before[-1], used, capacity[vlink] / cost, tol)
+            used = np.where(in_cycle, jumped, used)
         before.append(used)
     return _by_worst_queue(pf[real], pl[real], pq[real], capacity, task, penalty, n, tol)
 
@@ -96,13 +97,14 @@ def _ordered_round(
     pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, link_cap: np.ndarray,
     vcap: np.ndarray, used: np.ndarray, cost: np.ndarray, n: int, tol: float,
     gone: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """One round, queues in order: flows with every queue open (``vcap > tol``), their
     components (scipy), filled in an order where a component comes after those with a
     queue above one of its queues on a link; the components of a cycle of that relation
-    together, in their place, in capacities from ``used`` for their own queues. Rates,
-    and every queue's capacity at its filling (``vcap`` where no flow of it was
-    filled)."""
+    in their place, one after another in the order of its sweep, each in capacities
+    from the fresh use before it and ``used`` for the rest. Rates, every queue's
+    capacity at its filling (``vcap`` where no flow of it was filled), and which queues
+    are in a cycle's components."""
     nv = len(vcap)
     active = np.zeros(n, dtype=bool)
     active[pf] = True
@@ -130,10 +132,14 @@ def _ordered_round(
         rates[pf[sel]] = got[pf[sel]]
         u[queues] = np.bincount(vidx[sel], weights=got[pf[sel]], minlength=nv)[queues]
 
+    _, loops = queue_relation(comp, vlink)
+    in_cycle = np.zeros(nv, dtype=bool)
     for group in queue_groups(comp, vlink):
+        if len(group) > 1 or group[0] in loops:
+            in_cycle |= np.isin(comp, group)
         for c in group:  # a cycle's components one after another (a sweep)
             fill(np.flatnonzero(comp == c))
-    return rates, filled
+    return rates, filled, in_cycle
 
 
 def queue_relation(comp: np.ndarray, vlink: np.ndarray) -> tuple[list[tuple[int, int]], set]:
