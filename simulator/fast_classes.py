@@ -62,7 +62,8 @@ class Net(NamedTuple):
     m_cls: np.ndarray
     m_rate: np.ndarray  # (C,) their rates (the fallback's workspace, as the four above)
     m_used: np.ndarray  # (V,) rate x flows per link
-    dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows since the last filling
+    dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows, or its use jumped
+    #                    (``aitken``), since the last filling
     part: np.ndarray  # (V,) union-find parents: links joined by active classes
     deg: np.ndarray  # (V,) active classes per link
     books: np.ndarray  # [classes that left since the parts were found, of them since
@@ -85,6 +86,4 @@ class Net(NamedTuple):
     aend: np.ndarray  # (V,) where each link's active classes end in ``lcls``
     kpos: np.ndarray  # (2, C) each class's place in ``lcls`` on its uplink, downlink
     kbuf: np.ndarray  # (C,) a flipped link's classes that join or leave
-    groups: np.ndarray  # (V+1,) where each group of parts starts (by place in the order):
-    #                     a part, or the parts of a cycle (``queue_order``)
     l_cyc: np.ndarray  # (V,) bool: the link's part is in a cycle (at the last ordering)

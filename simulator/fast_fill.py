@@ -25,8 +25,8 @@ worst-queue fallback. What changes is the work per round:
   union of components that can be ordered is filled as one: the same rates up to the
   ``tol`` within which a joint filling freezes links of two components at one level.
   A part is filled again, from its links' lists, only when one of its links got other
-  classes (a class joined, left or lost flows) or another capacity than the one it
-  was filled in; the other parts keep their rates.
+  classes (a class joined, left or lost flows), another capacity than the one it
+  was filled in, or a jump of its use; the other parts keep their rates.
 * The filling itself (``progressive``) takes the next link to saturate from a heap of
   saturation levels: a round costs the refilled classes and the links, not every class.
 
@@ -113,7 +113,6 @@ def _order(c: Classes, net: Net) -> None:
     in_cycle = np.zeros(nc, np.bool_)  # by place in the order
     for g in range(ng):
         in_cycle[gstart[g] : gstart[g + 1]] = cyc[g]
-    net.groups[: ng + 1] = gstart
     ls, l_part = net.b_lstart, net.l_part
     ls[: nc + 2] = 0
     for v in range(nv):
@@ -144,7 +143,7 @@ def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
 def _fill_part(c: Classes, net: Net, q: int, p: int) -> None:
     """Part ``p`` (in ``_order``'s order) filled in the capacities the queues above it
     leave now (``net.used``), unless its links kept their classes and capacities since
-    its last filling (it keeps its rates)."""
+    its last filling and their use did not jump (it keeps its rates)."""
     links, ls, used, filled, dirty = net.b_links, net.b_lstart, net.used, net.filled, net.dirty
     again = False
     for j in range(ls[p], ls[p + 1]):

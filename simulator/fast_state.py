@@ -149,7 +149,7 @@ def _net(
         np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
         np.zeros(nv, np.int64), np.full(nv, -1, np.int64), lcls, other,
         np.zeros(2 * nc, np.int64), vstart[:-1].copy(), kpos,
-        np.empty(nc, np.int64), np.zeros(nv + 1, np.int64), np.zeros(nv, np.bool_),
+        np.empty(nc, np.int64), np.zeros(nv, np.bool_),
     )  # fmt: skip
 
 

@@ -184,6 +184,8 @@ def _sweep_order(
     queues. Every relation within the group then points forward but the search's back
     edges, and the order depends on the components, not on how they are numbered."""
     nc = len(order)
+    if len(gstart) - 1 == nc:  # every group a single component: nothing to sweep
+        return
     first = np.full(nc, len(comp), np.int64)  # every component's first queue
     for v in range(len(comp) - 1, -1, -1):
         if comp[v] >= 0:

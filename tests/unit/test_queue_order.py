@@ -54,3 +54,23 @@ def test_groups_are_the_cycles_in_an_order_every_queue_follows_those_above(
     for g in range(len(gstart) - 1):
         members = order[gstart[g] : gstart[g + 1]]
         assert cyc[g] == (len(members) > 1 or int(members[0]) in loops)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_queues(), st.randoms(use_true_random=False))
+def test_a_cycles_sweep_does_not_depend_on_how_components_are_numbered(
+    queues: tuple[np.ndarray, np.ndarray, int], rnd
+) -> None:
+    """The fast path numbers its parts otherwise than the allocator its components: the
+    same components renumbered are swept in the same order."""
+    comp, vlink, nc = queues
+    perm = np.arange(nc)
+    rnd.shuffle(perm)
+    renamed = np.where(comp >= 0, perm[np.maximum(comp, 0)], -1)
+
+    def sweeps(c: np.ndarray, back: np.ndarray) -> set[tuple[int, ...]]:
+        order, gstart, _ = component_order(c, vlink, nc)
+        groups = (order[gstart[g] : gstart[g + 1]] for g in range(len(gstart) - 1))
+        return {tuple(back[g].tolist()) for g in groups}
+
+    assert sweeps(renamed, np.argsort(perm)) == sweeps(comp, np.arange(nc))
