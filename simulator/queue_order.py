@@ -99,30 +99,42 @@ def _edges(comp: np.ndarray, vlink: np.ndarray, nc: int) -> tuple:
 
 
 @njit(cache=True)
+def _search(
+    r: int, succ: np.ndarray, start: np.ndarray, grp: np.ndarray, seen: np.ndarray,
+    buf: np.ndarray, out: np.ndarray, n: int,
+) -> int:  # fmt: skip
+    """A depth-first search from ``r`` (marked seen) along ``succ``, into the components
+    of ``r``'s group (``grp``) not seen yet, each put in ``out`` from ``n`` on as the
+    search leaves it; returns where ``out`` ends. ``buf``: (2, components) of room."""
+    stack, at = buf[0], buf[1]
+    stack[0], at[0], h = r, start[r], 1
+    while h > 0:
+        c = stack[h - 1]
+        if at[h - 1] < start[c + 1]:
+            d = succ[at[h - 1]]
+            at[h - 1] += 1
+            if grp[d] == grp[r] and not seen[d]:
+                seen[d] = True
+                stack[h], at[h] = d, start[d]
+                h += 1
+        else:
+            out[n] = c
+            n += 1
+            h -= 1
+    return n
+
+
+@njit(cache=True)
 def _finish_order(succ: np.ndarray, start: np.ndarray, nc: int) -> np.ndarray:
     """The components by the time a depth-first search along ``succ`` leaves them."""
     fin = np.empty(nc, np.int64)
     seen = np.zeros(nc, np.bool_)
-    stack, at = np.empty(nc, np.int64), np.empty(nc, np.int64)
+    one, buf = np.zeros(nc, np.int64), np.empty((2, nc), np.int64)  # one group: all
     nf = 0
     for r in range(nc):
-        if seen[r]:
-            continue
-        seen[r] = True
-        stack[0], at[0], h = r, start[r], 1
-        while h > 0:
-            c = stack[h - 1]
-            if at[h - 1] < start[c + 1]:
-                d = succ[at[h - 1]]
-                at[h - 1] += 1
-                if not seen[d]:
-                    seen[d] = True
-                    stack[h], at[h] = d, start[d]
-                    h += 1
-            else:
-                fin[nf] = c
-                nf += 1
-                h -= 1
+        if not seen[r]:
+            seen[r] = True
+            nf = _search(r, succ, start, one, seen, buf, fin, nf)
     return fin
 
 
@@ -194,7 +206,7 @@ def _sweep_order(
     for g in range(len(gstart) - 1):
         grp[order[gstart[g] : gstart[g + 1]]] = g
     seen = np.zeros(nc, np.bool_)
-    stack, at = np.empty(nc, np.int64), np.empty(nc, np.int64)
+    buf, left = np.empty((2, nc), np.int64), np.empty(nc, np.int64)
     for g in range(len(gstart) - 1):
         lo, hi = gstart[g], gstart[g + 1]
         if hi - lo < 2:
@@ -204,17 +216,5 @@ def _sweep_order(
             if first[c] < first[r]:
                 r = c
         seen[r] = True
-        stack[0], at[0], h, k = r, start[r], 1, hi
-        while h > 0:
-            c = stack[h - 1]
-            if at[h - 1] < start[c + 1]:
-                d = succ[at[h - 1]]
-                at[h - 1] += 1
-                if grp[d] == g and not seen[d]:
-                    seen[d] = True
-                    stack[h], at[h] = d, start[d]
-                    h += 1
-            else:
-                k -= 1
-                order[k] = c
-                h -= 1
+        m = _search(r, succ, start, grp, seen, buf, left, 0)
+        order[lo:hi] = left[:m][::-1]
