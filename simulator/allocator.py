@@ -44,7 +44,7 @@ import numpy as np
 from scipy import sparse
 
 EPS = 1e-12
-MAX_ROUNDS = 8
+MAX_ROUNDS = 16
 
 
 def allocate(

@@ -11,10 +11,9 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
-from grouper.simulator.allocator import crossings
+from grouper.simulator.allocator import MAX_ROUNDS, crossings
 
 EPS = 1e-12
-MAX_ROUNDS = 8
 EVERY = 3  # rounds from one jump (``aitken``) to the next
 RATIO = 0.9  # the largest ratio of two steps jumped from
 
