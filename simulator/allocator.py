@@ -19,12 +19,12 @@ another's on some link is filled after it, in the capacity its fresh rates leave
 components of a priority cycle are filled in their place in that order, one after
 another in a fixed order (a sweep: each in what the fresh rates before it and the last
 round's rates of the rest leave), and what lies below them after. Every third round
-that did not settle, each queue's use jumps to the limit of its last two steps where
-they shrink geometrically (:mod:`simulator.aitken`), which is how the rounds over a
-cycle converge. Rounds stop when every queue with a flow that has not ended has the
-capacity it was filled in. A flow's rate in a queue never depends on lower queues, so
-where "f is above g on some link" never loops back, a round is exact for the queues
-open at its start.
+that did not settle, the use of each queue of a cycle's parts jumps to the limit of its
+last two steps where they shrink geometrically (:mod:`simulator.aitken`), which is how
+the rounds over a cycle converge. Rounds stop when every queue with a flow that has
+not ended has the capacity it was filled in. A flow's rate in a queue never depends on
+lower queues, so where "f is above g on some link" never loops back, a round is exact
+for the queues open at its start.
 It is strict priority per link and max-min within each queue, with work conservation:
 a lower queue gets exactly what the higher ones leave. Bands mapped from one global
 order never loop back on one port, but on a leaf-spine flows ranked for different
