@@ -135,11 +135,12 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
     """Open and close links by ``vcap`` and keep the active set in step, a flipped
     link's classes at a time."""
     up, down, apos, mult = c.up, c.down, c.apos, c.mult
-    isopen, vcap, vstart, lcls, aend, flips, ks = (
+    isopen, vcap, vstart, lcls, lother, aend, flips, ks = (
         net.isopen,
         net.vcap,
         net.vstart,
         net.lcls,
+        net.lother,
         net.aend,
         net.work[2],
         net.kbuf,
@@ -157,12 +158,14 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
             for j in range(vstart[v], aend[v]):
                 ks[n] = lcls[j]
                 n += 1
-        else:  # its other classes join where their other link is open too
+        else:  # its other classes join where their other link is open too (read
+            # beside each entry, ``lother``: most are not, and need not be looked up)
             for j in range(aend[v], vstart[v + 1]):
-                k = lcls[j]
-                if mult[k] > 0 and isopen[up[k]] and isopen[down[k]]:
-                    ks[n] = k
-                    n += 1
+                if isopen[lother[j]]:
+                    k = lcls[j]
+                    if mult[k] > 0:
+                        ks[n] = k
+                        n += 1
         if n == 0:
             continue
         if isopen[v]:
