@@ -96,18 +96,25 @@ def _peak_mb() -> float:
 
 def _in_child(args: tuple) -> dict:
     """``run_one`` in a fresh interpreter (not multiprocessing's spawn, which re-runs the
-    caller's ``__main__``): arguments in on stdin, the result out on stdout, as JSON."""
+    caller's ``__main__``): arguments in on stdin, the result out on stdout, as JSON.
+    ``seconds`` is the child's whole life, timed here (its start, imports, the trace's
+    loading, the run, its exit); ``run_seconds`` the child's own, from loading to the
+    end of the run."""
     code = "import json,sys; from grouper.simulator.bench import run_one; " + (
         "print(json.dumps(run_one(*json.load(sys.stdin))))"
     )
+    t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", code], input=json.dumps(args), capture_output=True, text=True
     )
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
         raise ConfigError("--trace", f"a run failed: {tail[0]}")
+    seconds = time.perf_counter() - t0
     sys.stderr.write("".join(x + "\n" for x in proc.stderr.splitlines() if x.startswith("bench:")))
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    run["run_seconds"], run["seconds"] = run["seconds"], seconds
+    return run
 
 
 def bench_simulator(
@@ -155,7 +162,7 @@ def plot_growth(growth: list[dict], path: str) -> str:
     for p in growth[-1]["policies"]:
         ax1.plot(flows, [g["policies"][p]["seconds"] for g in growth], "o-", label=p)
         ax2.plot(flows, [g["policies"][p]["peak_mb"] for g in growth], "o-", label=p)
-    for ax, what in ((ax1, "wall seconds (loading included)"), (ax2, "peak MB")):
+    for ax, what in ((ax1, "wall seconds (the whole run's process)"), (ax2, "peak MB")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         plots.label(ax, "flows in the trace prefix", what, grid="both", legend=ax is ax1)
