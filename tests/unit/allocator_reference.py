@@ -11,11 +11,10 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
-from grouper.simulator.allocator import MAX_ROUNDS, crossings
-
-EPS = 1e-12
-EVERY = 3  # rounds from one jump (``aitken``) to the next
-RATIO = 0.9  # the largest ratio of two steps jumped from
+# the model's constants, shared: the rounds' limit, the tolerance, the jumps' schedule
+# and ratio bound (the logic below is written apart; the parameters are the model's)
+from grouper.simulator.aitken import EVERY, RATIO
+from grouper.simulator.allocator import EPS, MAX_ROUNDS, crossings
 
 
 def efficiency(k: np.ndarray, penalty: float) -> np.ndarray:
