@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from grouper.simulator.fast_classes import Classes, Net
-from grouper.simulator.progressive import links_of, maxmin
+from grouper.simulator.progressive import links_of, maxmin, space
 
 
 @njit(cache=True)
@@ -71,7 +71,7 @@ def fallback(c: Classes, net: Net, q: int) -> None:
         links_of(mu, md, mm, n, every, net)
         net.m_used[: len(residual)] = 0.0
         lists = (net.astart, net.work[0], net.acls, net.aother, net.amult)
-        maxmin(net.m_rate, residual, every, lists, net)
+        maxmin(net.m_rate, residual, every, lists, space(net))
         for p in range(len(residual)):
             residual[p] = max(residual[p] - net.m_used[p], 0.0)
         for i in range(n):

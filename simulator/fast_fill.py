@@ -45,7 +45,7 @@ from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_active import drop_gone, toggle
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fallback import fallback
-from grouper.simulator.progressive import maxmin
+from grouper.simulator.progressive import maxmin, space
 from grouper.simulator.queue_order import component_order, find_root
 
 
@@ -130,38 +130,37 @@ def _order(c: Classes, net: Net) -> None:
 
 
 @njit(cache=True)
-def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
-    """What queue ``v`` gets: its port's capacity less what the queues above it use
-    (``_virtual_capacity``'s arithmetic, term by term)."""
-    above = 0.0
-    for w in range(v - v % q, v):
-        above += used[w]
-    return max(cap[v] - above, 0.0)
-
-
-@njit(cache=True)
-def _fill_part(c: Classes, net: Net, q: int, p: int) -> None:
-    """Part ``p`` (in ``_order``'s order) filled in the capacities the queues above it
-    leave now (``net.used``), unless its links kept their classes and capacities since
-    its last filling and their use did not jump (it keeps its rates)."""
-    links, ls, used, filled, dirty = net.b_links, net.b_lstart, net.used, net.filled, net.dirty
+def _fill_part(
+    rate: np.ndarray, links: np.ndarray, deg: np.ndarray, cap: np.ndarray,
+    used: np.ndarray, filled: np.ndarray, dirty: np.ndarray, cnt0: np.ndarray, q: int,
+    lists: tuple, ws: tuple,
+) -> None:  # fmt: skip
+    """A part (its ``links``) filled in the capacities the queues above it leave now
+    (``used``), unless its links kept their classes and capacities since its last
+    filling and their use did not jump (it keeps its rates). It takes arrays, not the
+    ``Net``: it is called for every part of every round, and a call passing ``Net``
+    counts references to all its arrays."""
     again = False
-    for j in range(ls[p], ls[p + 1]):
-        v = links[j]
-        if net.deg[v] > 0:  # else no class of it is active (``_fill``)
-            x = _capacity(v, q, net.cap, used)
+    for v in links:
+        if deg[v] > 0:  # else no class of it is active (``_fill``)
+            above = 0.0  # its port's capacity less the queues above it: the arithmetic
+            #              of ``_virtual_capacity``, term by term (inline: a call per
+            #              link counted its arrays' references)
+            for w in range(v - v % q, v):
+                above += used[w]
+            x = max(cap[v] - above, 0.0)
             again |= dirty[v] or x != filled[v]
             filled[v] = x
     if not again:
         return
-    for j in range(ls[p], ls[p + 1]):
-        net.m_used[links[j]] = 0.0
-        net.cnt[links[j]] = net.cnt0[links[j]]
-    lists = (net.vstart, net.aend, net.lcls, net.lother, net.lmult)
-    maxmin(c.rate, filled, links[ls[p] : ls[p + 1]], lists, net)
-    for j in range(ls[p], ls[p + 1]):
-        if net.deg[links[j]] > 0:
-            used[links[j]] = net.m_used[links[j]]
+    cnt, m_used = ws[0], ws[5]
+    for v in links:
+        m_used[v] = 0.0
+        cnt[v] = cnt0[v]
+    maxmin(rate, filled, links, lists, ws)
+    for v in links:
+        if deg[v] > 0:
+            used[v] = m_used[v]
 
 
 @njit(cache=True)
@@ -186,8 +185,13 @@ def _fill(c: Classes, net: Net, q: int) -> None:
         if net.deg[v] == 0:
             net.used[v] = 0.0
             net.filled[v] = net.vcap[v]
+    lists = (net.vstart, net.aend, net.lcls, net.lother, net.lmult)
+    ws, links, ls = space(net), net.b_links, net.b_lstart
     for p in range(books[3]):
-        _fill_part(c, net, q, p)
+        _fill_part(
+            c.rate, links[ls[p] : ls[p + 1]], net.deg, net.cap, net.used, net.filled,
+            net.dirty, net.cnt0, q, lists, ws,
+        )  # fmt: skip
     net.dirty[:] = False
 
 
@@ -203,10 +207,11 @@ def _virtual_capacity(used: np.ndarray, cap: np.ndarray, q: int, out: np.ndarray
 
 
 @njit(cache=True)
-def _settled(net: Net, tol: float) -> bool:
-    for v in range(len(net.vcap)):
-        x = net.filled[v]
-        if net.vnum[v] > 0 and abs(net.again[v] - x) > tol + 1e-9 * abs(x):
+def _settled(vnum: np.ndarray, filled: np.ndarray, again: np.ndarray, tol: float) -> bool:
+    """Every queue with a class that has flows has the capacity it was filled in."""
+    for v in range(len(filled)):
+        x = filled[v]
+        if vnum[v] > 0 and abs(again[v] - x) > tol + 1e-9 * abs(x):
             return False
     return True
 
@@ -231,7 +236,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         toggle(c, net, tol)
         _fill(c, net, q)
         _virtual_capacity(net.used, net.cap, q, net.again)
-        if _settled(net, tol):
+        if _settled(net.vnum, net.filled, net.again, tol):
             n = c.count[0]
             c.pos[:n] = c.aset[:n]
             c.count[1] = n

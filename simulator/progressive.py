@@ -15,9 +15,17 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-# ``fast_classes.Net``: the arrays used here (read and written) are cnt, res, lv, heap_k,
-# heap_v, work, astart, acls, aother, amult and m_used; tol is read
+# ``fast_classes.Net``: the arrays ``links_of`` uses (read and written) are cnt, astart,
+# acls, aother, amult and work
 Workspace = Any
+
+
+@njit(cache=True)
+def space(w: Workspace) -> tuple:
+    """``maxmin``'s own arrays of a ``Net``, as the tuple it takes: (cnt, res, lv,
+    heap_k, heap_v, m_used, work, tol)."""
+    return (w.cnt, w.res, w.lv, w.heap_k, w.heap_v, w.m_used, w.work, w.tol)
+
 
 
 @njit(cache=True)
@@ -83,16 +91,16 @@ def links_of(
 
 @njit(cache=True)
 def maxmin(
-    rate: np.ndarray, cap: np.ndarray, links: np.ndarray, lists: tuple, w: Workspace
+    rate: np.ndarray, cap: np.ndarray, links: np.ndarray, lists: tuple, ws: tuple
 ) -> None:
     """Exact progressive filling of the members listed on ``links`` in link capacities
     ``cap`` (``allocator_kernel._maxmin``: every link whose residual falls to ``tol``
     saturates and freezes its members at the level reached). ``lists`` = (start, end,
     member, other link, flows): link v's entries are ``start[v]..end[v]-1``, each a
     member, the other link it crosses (in ``links`` too) and its flows. Rates into
-    ``rate``; rate x flows per link added to ``w.m_used`` (the caller zeroes the links
-    first); ``w.cnt`` holds each link's flows (the caller's) and counts down its
-    unfrozen ones.
+    ``rate``; rate x flows per link added to ``m_used`` (the caller zeroes the links
+    first); ``cnt`` holds each link's flows (the caller's) and counts down its unfrozen
+    ones. ``ws`` is ``space(net)``: (cnt, res, lv, heap_k, heap_v, m_used, work, tol).
 
     A member is frozen when the first of its two links saturates, and a link's count
     falls to 0 exactly when every member of it with flows is frozen (or it saturated):
@@ -100,12 +108,12 @@ def maxmin(
     read off the other link's count (about 2,400 links, in cache) instead of a mark per
     member. A member with no flows (a class whose flows all ended, until it leaves) may
     then keep its last rate: it moves nothing."""
-    # the arrays are taken out of ``w`` once: a call that passes ``w`` (dozens of
-    # arrays, each reference counted) costs about 0.4 us, as much as the work per link
+    # a call that passed the whole ``Net`` (dozens of arrays, each reference counted)
+    # cost about 0.4 us, as much as the work per link: ``ws`` holds only these
     astart, aend, acls, aother, amult = lists
-    tol = w.tol[0]
-    cnt, res, lv, hk, hv = w.cnt, w.res, w.lv, w.heap_k, w.heap_v
-    used, batch, aside = w.m_used, w.work[1], w.work[2]
+    cnt, res, lv, hk, hv, used, work, tols = ws
+    tol = tols[0]
+    batch, aside = work[1], work[2]
     h = 0
     for v in links:
         if cnt[v] > 0:
