@@ -98,8 +98,8 @@ def _in_child(args: tuple) -> dict:
     """``run_one`` in a fresh interpreter (not multiprocessing's spawn, which re-runs the
     caller's ``__main__``): arguments in on stdin, the result out on stdout, as JSON.
     ``seconds`` is the child's whole life, timed here (its start, imports, the trace's
-    loading, the run, its exit); ``run_seconds`` the child's own, from loading to the
-    end of the run."""
+    loading, the run, its exit), and ``events_per_second`` is over those seconds;
+    ``run_seconds`` the child's own, from loading to the end of the run."""
     code = "import json,sys; from grouper.simulator.bench import run_one; " + (
         "print(json.dumps(run_one(*json.load(sys.stdin))))"
     )
@@ -114,6 +114,8 @@ def _in_child(args: tuple) -> dict:
     sys.stderr.write("".join(x + "\n" for x in proc.stderr.splitlines() if x.startswith("bench:")))
     run = json.loads(proc.stdout.strip().splitlines()[-1])
     run["run_seconds"], run["seconds"] = run["seconds"], seconds
+    if "events_per_second" in run:  # over the same seconds as ``seconds``
+        run["events_per_second"] = run["events"] / seconds
     return run
 
 

@@ -136,5 +136,6 @@ def test_bench_simulator_reports_every_policy(tmp_path: Path) -> None:
     for r in out["policies"].values():
         assert r["seconds"] > r["run_seconds"] > 0 and r["peak_mb"] > 10  # whole child
         assert r["events"] >= 2 and r["engine"] == "FastEngine"
+        assert r["events_per_second"] == r["events"] / r["seconds"]  # the same seconds
     assert [g["coflows"] for g in out["growth"]] == [1, 2]
     assert out["policies"]["fs"]["avg_cct_vs_fs"] == 1.0
