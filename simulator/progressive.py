@@ -27,7 +27,6 @@ def space(w: Workspace) -> tuple:
     return (w.cnt, w.res, w.lv, w.heap_k, w.heap_v, w.m_used, w.work, w.tol)
 
 
-
 @njit(cache=True)
 def _push(hk: np.ndarray, hv: np.ndarray, n: int, key: float, v: int) -> int:
     i = n  # a hole moves up to where the entry goes
@@ -90,9 +89,7 @@ def links_of(
 
 
 @njit(cache=True)
-def maxmin(
-    rate: np.ndarray, cap: np.ndarray, links: np.ndarray, lists: tuple, ws: tuple
-) -> None:
+def maxmin(rate: np.ndarray, cap: np.ndarray, links: np.ndarray, lists: tuple, ws: tuple) -> None:
     """Exact progressive filling of the members listed on ``links`` in link capacities
     ``cap`` (``allocator_kernel._maxmin``: every link whose residual falls to ``tol``
     saturates and freezes its members at the level reached). ``lists`` = (start, end,
