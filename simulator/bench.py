@@ -81,7 +81,6 @@ def _run_one(
         "load_seconds": loaded,
         "peak_mb": _peak_mb(),
         "events": result.events,
-        "events_per_second": result.events / seconds,
         "coflows": len(wl.cojobs),
         "flows": int(wl.meta["flows"]),
         "engine": type(engine).__name__,
@@ -114,7 +113,7 @@ def _in_child(args: tuple) -> dict:
     sys.stderr.write("".join(x + "\n" for x in proc.stderr.splitlines() if x.startswith("bench:")))
     run = json.loads(proc.stdout.strip().splitlines()[-1])
     run["run_seconds"], run["seconds"] = run["seconds"], seconds
-    if "events_per_second" in run:  # over the same seconds as ``seconds``
+    if "stopped_at" not in run:  # a finished run: its events over the same seconds
         run["events_per_second"] = run["events"] / seconds
     return run
 

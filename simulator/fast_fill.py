@@ -129,6 +129,17 @@ def _order(c: Classes, net: Net) -> None:
     net.books[1], net.books[3], net.books[4], net.books[5] = 0, nc, ng, cyc.sum()
 
 
+@njit(cache=True, inline="always")
+def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
+    """What queue ``v`` gets: its port's capacity less what the queues above it use
+    (``_virtual_capacity``'s arithmetic, term by term). Inlined where it is used (numba
+    ``inline="always"``): a call per link counted its arrays' references."""
+    above = 0.0
+    for w in range(v - v % q, v):
+        above += used[w]
+    return max(cap[v] - above, 0.0)
+
+
 @njit(cache=True)
 def _fill_part(
     rate: np.ndarray, links: np.ndarray, deg: np.ndarray, cap: np.ndarray,
@@ -143,12 +154,7 @@ def _fill_part(
     again = False
     for v in links:
         if deg[v] > 0:  # else no class of it is active (``_fill``)
-            above = 0.0  # its port's capacity less the queues above it: the arithmetic
-            #              of ``_virtual_capacity``, term by term (inline: a call per
-            #              link counted its arrays' references)
-            for w in range(v - v % q, v):
-                above += used[w]
-            x = max(cap[v] - above, 0.0)
+            x = _capacity(v, q, cap, used)
             again |= dirty[v] or x != filled[v]
             filled[v] = x
     if not again:
