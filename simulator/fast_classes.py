@@ -30,8 +30,8 @@ class Classes(NamedTuple):
     a_up: np.ndarray  # the links of ``aset[i]`` beside it: scanned in order, not by class
     a_down: np.ndarray
     a_mult: np.ndarray  # its flows still moving (``mult``), beside it too
-    pos: np.ndarray  # classes with a rate after the last allocation
-    count: np.ndarray  # [active classes, classes in pos, parts to be ordered again,
+    pos: np.ndarray  # classes with a rate after a fallback (``fast_fill.with_rates``)
+    count: np.ndarray  # [active classes, classes with a rate, parts to be ordered again,
     #                     the last allocation fell back]
 
 

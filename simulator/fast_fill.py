@@ -223,9 +223,17 @@ def _settled(vnum: np.ndarray, filled: np.ndarray, again: np.ndarray, tol: float
 
 
 @njit(cache=True)
+def with_rates(c: Classes) -> np.ndarray:
+    """The classes that may have a rate after the last allocation, the first
+    ``c.count[1]`` of the array: the active set when it settled (not copied: 15,000
+    classes an event on FB2010), the fallback's list when it fell back."""
+    return c.pos if c.count[3] else c.aset
+
+
+@njit(cache=True)
 def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     """Every class's rate (``c.rate``), warm-started from ``net.used``; the classes with
-    a rate in ``c.pos``, their use in ``net.used``. False when the fixed point did not
+    a rate in ``with_rates(c)``, their use in ``net.used``. False when the fixed point did not
     settle and the worst-queue fallback decided (as ``allocate``).
 
     The filling writes the active classes' rates in place (a part not filled again
@@ -243,9 +251,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         _fill(c, net, q)
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net.vnum, net.filled, net.again, tol):
-            n = c.count[0]
-            c.pos[:n] = c.aset[:n]
-            c.count[1] = n
+            c.count[1] = c.count[0]  # the active set has the rates (``with_rates``)
             return True
         if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again
             jump(net.used, h0, h1, net.cap, tol, net.l_cyc, net.dirty)

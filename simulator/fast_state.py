@@ -19,7 +19,7 @@ from numba import njit
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fallback import by_worst_queue
-from grouper.simulator.fast_fill import allocate_classes
+from grouper.simulator.fast_fill import allocate_classes, with_rates
 from grouper.simulator.grouping import csr, runs
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
@@ -157,8 +157,9 @@ def _net(
 def _step_length(c: Classes, t: float, nxt: float) -> float:
     """Time to the next arrival or the next flow to end (the engine's ``dt``)."""
     best = np.inf
+    ks = with_rates(c)
     for i in range(c.count[1]):
-        k = c.pos[i]
+        k = ks[i]
         if c.rate[k] > 0.0:
             best = min(best, (c.least[k] - c.served[k]) / c.rate[k])
     dt = nxt - t if nxt - t > 0.0 else np.inf
@@ -201,8 +202,9 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
 def _serve(c: Classes, fl: Flows, net: Net, dt: float) -> tuple[float, bool]:
     """Move every class with a rate ``dt`` on; flows that end leave."""
     moved, ended = 0.0, False
+    ks = with_rates(c)
     for i in range(c.count[1]):
-        k = c.pos[i]
+        k = ks[i]
         r = c.rate[k]
         if r <= 0.0:
             continue
