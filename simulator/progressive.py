@@ -140,17 +140,20 @@ def maxmin(rate: np.ndarray, cap: np.ndarray, links: np.ndarray, lists: tuple, w
                 na += 1
         for i in range(nb):  # each link's unfrozen members at ``level``
             b = batch[i]
+            ub = used[b]  # kept in a register: a member's other link is never b
             for j in range(astart[b], aend[b]):
                 o = aother[j]
                 if cnt[o] <= 0:  # its other link is done: it was frozen there
                     continue
                 m = amult[j]
                 rate[acls[j]] = level
-                used[b] += level * m
+                ub += level * m
                 used[o] += level * m
-                res[o] -= (level - lv[o]) * cnt[o]  # its other link loses it
-                lv[o] = level
+                if lv[o] != level:  # its other link loses it (once per level)
+                    res[o] -= (level - lv[o]) * cnt[o]
+                    lv[o] = level
                 cnt[o] -= m
+            used[b] = ub
             cnt[b] = 0
         for i in range(na):
             x = aside[i]
