@@ -73,7 +73,8 @@ class Net(NamedTuple):
     filled: np.ndarray  # (V,) each link's capacity at its part's last filling
     tol: np.ndarray  # [tol]
     worst: np.ndarray  # (C,) the classes by worst queue (the fallback's order, per plan)
-    worst_start: np.ndarray  # (q+1,) where each queue's classes start in ``worst``
+    worst_start: np.ndarray  # (q+1,) where each queue's classes start in ``worst``; -1
+    #                          until the plan's first fallback sorts them
     worst_ports: np.ndarray  # (2, C) the up and down ports of ``worst[j]``, beside it
     port: np.ndarray  # (V,) the port of each virtual link
     b_lstart: np.ndarray  # (V+2,) where each part's links start in ``b_links``

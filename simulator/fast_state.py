@@ -18,7 +18,6 @@ from numba import njit
 
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
-from grouper.simulator.fast_fallback import by_worst_queue
 from grouper.simulator.fast_fill import allocate_classes, with_rates
 from grouper.simulator.grouping import csr, runs
 
@@ -134,7 +133,6 @@ def _net(
             other[cur[v]] = down[k] if s == 0 else up[k]
             cur[v] += 1
     vcap = np.repeat(cap, q)
-    worst, worst_start, worst_ports = by_worst_queue(up, down, q)
     z = np.zeros(nv)
     return Net(
         vcap, vstart, vnum, used, z.copy(), z.copy(), np.zeros(nv, np.bool_),
@@ -145,7 +143,8 @@ def _net(
         np.empty(nc, np.int64), np.empty(nc), z.copy(),
         np.ones(nv, np.bool_), np.arange(nv), np.zeros(nv, np.int64),
         np.zeros(6, np.int64), np.empty(nc, np.int64), z.copy(),
-        np.full(1, tol), worst, worst_start, worst_ports, np.arange(nv) // q,
+        np.full(1, tol), np.empty(nc, np.int64), np.full(q + 1, -1, np.int64),
+        np.empty((2, nc), np.int64), np.arange(nv) // q,
         np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
         np.zeros(nv, np.int64), np.full(nv, -1, np.int64), lcls, other,
         np.zeros(2 * nc, np.int64), vstart[:-1].copy(), kpos,
