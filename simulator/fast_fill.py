@@ -233,8 +233,8 @@ def with_rates(c: Classes) -> np.ndarray:
 @njit(cache=True)
 def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     """Every class's rate (``c.rate``), warm-started from ``net.used``; the classes with
-    a rate in ``with_rates(c)``, their use in ``net.used``. False when the fixed point did not
-    settle and the worst-queue fallback decided (as ``allocate``).
+    a rate in ``with_rates(c)``, their use in ``net.used``. False when the fixed point
+    did not settle and the worst-queue fallback decided (as ``allocate``).
 
     The filling writes the active classes' rates in place (a part not filled again
     keeps its classes' rates; a class that leaves gets 0), so a settled allocation

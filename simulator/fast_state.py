@@ -202,7 +202,8 @@ def _serve(c: Classes, fl: Flows, net: Net, dt: float) -> tuple[float, bool]:
     """Move every class with a rate ``dt`` on; flows that end leave. The bytes moved
     are ``dt`` times the uplinks' use (every moving flow crosses one uplink; the
     allocation left each link's rate x flows in ``net.used``), not a sum over the
-    classes: that sum's chain of additions was about a quarter of this loop."""
+    classes (a read and a dependent addition per class: about 1 s of sptf's 30 s on
+    FB2010)."""
     moved, ended = 0.0, False
     for v in range(len(net.used) // 2):  # uplinks are the first half of the links
         moved += net.used[v] * dt
