@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from grouper.common.errors import ConfigError
 from grouper.common.flows import MAX_WEIGHT
+
+if TYPE_CHECKING:
+    from grouper.pda.flow_table import FlowTable
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Job:
 
     job_id: str
     arch: str
-    flows: tuple[FlowSpec, ...]
+    flows: tuple[FlowSpec, ...] | FlowTable  # a FlowTable: a trace's flows as arrays
     model_bytes: float = 0.0
     workers: tuple[str, ...] = ()
     servers: tuple[str, ...] = ()

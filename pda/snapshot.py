@@ -8,7 +8,7 @@ two endpoints on the same host loads no port.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -16,6 +16,8 @@ from scipy import sparse
 
 from grouper.common.errors import ConfigError
 from grouper.pda.columns import Cojobs, ColumnMemo, Columns, columns, stage_ids
+from grouper.pda.flow_table import flow_arrays
+from grouper.pda.model import FlowSpec
 
 
 @dataclass
@@ -92,26 +94,8 @@ class JobFlows:
     nbytes: np.ndarray
 
 
-def _flow_table(flows: tuple, host_index: dict[str, int], where: str) -> JobFlows:
-    src, dst, nbytes = [], [], []
-    for i, f in enumerate(flows):
-        try:
-            s, d = host_index[f.src], host_index[f.dst]
-        except KeyError:
-            bad = "src" if f.src not in host_index else "dst"
-            host = f.src if bad == "src" else f.dst
-            raise ConfigError(f"{where}.flows[{i}].{bad}", f"unknown host {host!r}") from None
-        if not (f.bytes > 0 and math.isfinite(f.bytes)):
-            raise ConfigError(f"{where}.flows[{i}].bytes", f"must be positive, got {f.bytes!r}")
-        src.append(s)
-        dst.append(d)
-        nbytes.append(f.bytes)
-    return JobFlows(
-        flows,
-        np.asarray(src, dtype=np.int64),
-        np.asarray(dst, dtype=np.int64),
-        np.asarray(nbytes, dtype=float),
-    )
+def _flow_table(flows: Sequence[FlowSpec], host_index: dict[str, int], where: str) -> JobFlows:
+    return JobFlows(flows, *flow_arrays(flows, host_index, where))
 
 
 def _check_ids(cojob_ids: list[str]) -> None:

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from grouper.common.limits import MAX_SIM_EVENTS
+from grouper.pda.flow_table import flow_arrays
 from grouper.pda.model import Cojob
 from grouper.simulator.fast_state import EPS
 from grouper.simulator.limits import RunLimits, check_limits
@@ -50,10 +51,7 @@ class CoflowLoop:
         flows = []
         for g, c in enumerate(self.model):
             job = c.jobs[0]
-            k = len(job.flows)
-            s = np.fromiter((host[f.src] for f in job.flows), np.int64, k)
-            d = np.fromiter((host[f.dst] for f in job.flows), np.int64, k)
-            b = np.fromiter((f.bytes for f in job.flows), float, k)
+            s, d, b = flow_arrays(job.flows, host, f"cojobs[{g}].jobs[0]")
             flows.append((s, d, b))
             runs = job.stages or c.num_stages
             self.jobs.append(

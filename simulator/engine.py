@@ -23,7 +23,8 @@ import numpy as np
 from grouper.common.limits import MAX_SIM_EVENTS
 from grouper.common.progress import reported_done
 from grouper.common.queues import QueueConfig
-from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.flow_table import FlowTable
+from grouper.pda.model import Cojob, Job
 from grouper.pda.planning import Planner
 from grouper.pda.policies import knows_survivors, orders_flows
 from grouper.pda.snapshot import FlowTables, build_snapshot
@@ -220,15 +221,10 @@ class Engine:
         return True
 
     # -- scheduling ----------------------------------------------------------------
-    def _specs(self, j: SimJob) -> tuple[FlowSpec, ...]:
+    def _specs(self, j: SimJob) -> FlowTable:
         """Built once per job, so the snapshot's flow tables are reused across steps."""
         if j.specs is None:
-            hosts = self.topo.hosts
-            per_iteration = (j.size * j.rounds).tolist()
-            j.specs = tuple(
-                FlowSpec(hosts[s], hosts[d], b)
-                for s, d, b in zip(j.src.tolist(), j.dst.tolist(), per_iteration, strict=True)
-            )
+            j.specs = FlowTable(tuple(self.topo.hosts), j.src, j.dst, j.size * j.rounds)
         return j.specs
 
     def _active_cojobs(self) -> list[int]:

@@ -8,7 +8,8 @@ from typing import Protocol
 
 import numpy as np
 
-from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.flow_table import FlowTable, flow_arrays
+from grouper.pda.model import Cojob, Job
 from grouper.workloads.topology import Topology
 
 
@@ -31,7 +32,7 @@ class SimJob:
     current_round: int = 0
     stage: int = 0  # the stage the job is in (its cojob's, under the barrier)
     weight: float = 1.0
-    specs: tuple[FlowSpec, ...] | None = None  # the flows as the scheduling core sees them
+    specs: FlowTable | None = None  # the flows as the scheduling core sees them
     index: int = -1  # in the engine's job list
     # views of this job's flows in the engine's flat arrays (set by the engine)
     remaining: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -146,8 +147,7 @@ def _sim_job(
     ps_overlap: bool,
     ring_steps: bool,
 ) -> SimJob:
-    src = np.asarray([host[f.src] for f in job.flows], dtype=np.int64)
-    dst = np.asarray([host[f.dst] for f in job.flows], dtype=np.int64)
+    src, dst, nbytes = flow_arrays(job.flows, host, f"{cj.cojob_id}/{job.job_id}")
     paths = [
         np.asarray(topo.path(s, d, f"{cj.cojob_id}/{job.job_id}/{k}"))
         for k, (s, d) in enumerate(zip(src, dst, strict=True))
@@ -166,7 +166,7 @@ def _sim_job(
         job.job_id,
         src,
         dst,
-        np.asarray([f.bytes for f in job.flows]) / rounds,
+        nbytes / rounds,
         paths,
         job.compute_time,
         job.stages or cj.num_stages,

@@ -23,7 +23,8 @@ import numpy as np
 
 from grouper.common.errors import ConfigError, short
 from grouper.common.yamlfile import read_text
-from grouper.pda.model import Cojob, FlowSpec, Job
+from grouper.pda.flow_table import FlowTable
+from grouper.pda.model import Cojob, Job
 from grouper.workloads.model import Workload
 
 MB = 1048576.0  # bytes in the trace's megabyte (CoflowSim's unit)
@@ -144,16 +145,14 @@ def trace_workload(
     trace: CoflowTrace, gbps: float = DEFAULT_GBPS, name: str = "coflow"
 ) -> Workload:
     """Every coflow a one-stage, one-iteration job of its own cojob, on a big switch of
-    the trace's ports at ``gbps`` (ideal fluid sharing, as coflow simulators assume)."""
+    the trace's ports at ``gbps`` (ideal fluid sharing, as coflow simulators assume).
+    Each job's flows are a ``FlowTable`` (arrays, no object per flow)."""
     if not (gbps > 0 and math.isfinite(gbps)):
         raise ConfigError("--link-gbps", f"must be positive, got {gbps!r}")
     hosts = tuple(f"p{i}" for i in range(trace.ports))
     cojobs = []
     for cid, arrival, (src, dst, size) in zip(trace.ids, trace.arrival, trace.flows, strict=True):
-        flows = tuple(
-            FlowSpec(hosts[s], hosts[d], b)
-            for s, d, b in zip(src.tolist(), dst.tolist(), size.tolist(), strict=True)
-        )
+        flows = FlowTable(hosts, src, dst, size)
         cojobs.append(Cojob(cid, (1,), (Job(cid, "flows", flows),), arrival))
     return Workload(
         name=name,
