@@ -142,8 +142,8 @@ class FastEngine(CoflowLoop):
             return table
         sched = schedule(self._unit_snapshot(live), self.policy)
         pb = port_bands(sched.loads, sched.order, cfg, np.ones(len(live), bool), self.unlimited)
-        coo = pb.band.tocoo()
-        table[coo.row, coo.col] = coo.data - 1
+        b = pb.band  # canonical CSR: its rows' entries as they are, no COO copy
+        table[np.repeat(np.arange(len(live)), np.diff(b.indptr)), b.indices] = b.data - 1
         return table
 
     def _replan(self) -> None:

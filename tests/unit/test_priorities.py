@@ -179,7 +179,7 @@ def test_a_unit_ordered_twice_is_refused():
 def test_vectorized_bands_match_a_plain_loop():
     """Ranks, the overflow rule, the active units, units left out of the order and the
     unlimited bands agree with a loop over every port, on random loads (zeros and
-    negative entries carry nothing)."""
+    negative entries carry nothing); ``lookup`` reads them back for any pair."""
     rng = np.random.default_rng(0)
     for _ in range(300):
         n, p = rng.integers(1, 40), rng.integers(1, 6)
@@ -191,6 +191,9 @@ def test_vectorized_bands_match_a_plain_loop():
         cfg = QueueConfig(queues=int(rng.integers(3, 9)))
         active = rng.random(n) < 0.8 if rng.random() < 0.5 else None
         unlimited = bool(rng.random() < 0.2)
-        got = port_bands(loads, order, cfg, active, unlimited).band
-        assert got.shape == loads.shape
-        assert (got.toarray() == reference_bands(loads, order, cfg, active, unlimited)).all()
+        pb = port_bands(loads, order, cfg, active, unlimited)
+        want = reference_bands(loads, order, cfg, active, unlimited)
+        assert pb.band.shape == loads.shape
+        assert (pb.band.toarray() == want).all()
+        units, ports = rng.integers(0, n, 50), rng.integers(0, p, 50)  # lookup, any pair
+        assert (pb.lookup(units, ports, -7) == np.where(want > 0, want - 1, -7)[units, ports]).all()
