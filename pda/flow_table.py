@@ -63,6 +63,9 @@ class FlowTable(Sequence[FlowSpec]):
     def __hash__(self) -> int:
         return hash(tuple(self))
 
+    def __reduce__(self) -> tuple:  # pickled and copied through ``__init__``: read-only
+        return (FlowTable, (self.hosts, self.src, self.dst, self.nbytes))
+
     def __repr__(self) -> str:
         return f"FlowTable({len(self)} flows over {len(self.hosts)} hosts)"
 

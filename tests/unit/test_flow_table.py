@@ -4,6 +4,8 @@ for, and ``flow_arrays`` giving the same arrays and the same errors for both for
 from __future__ import annotations
 
 import math
+import pickle
+from copy import deepcopy
 
 import numpy as np
 import pytest
@@ -78,13 +80,15 @@ def test_errors_name_the_flow_and_the_field() -> None:
     assert exc.value.path == "j.flows[1].bytes"
 
 
-def test_a_table_keeps_its_own_read_only_copy() -> None:
+def test_a_table_keeps_its_own_read_only_copy_through_pickle_and_deepcopy() -> None:
     src = np.asarray([0, 1])
     table = FlowTable(HOSTS, src, np.asarray([1, 2]), np.asarray([3.0, 4.0]))
     src[0] = 2  # the caller's array changes later: the table does not
     assert table[0] == FlowSpec("a", "b", 3.0)
     with pytest.raises(ValueError, match="read-only"):
         table.nbytes[0] = 1.0
+    for copy in (pickle.loads(pickle.dumps(table)), deepcopy(table)):
+        assert copy == table and not copy.nbytes.flags.writeable
     out = flow_arrays(table, INDEX)
     out[2][0] = 9.0  # what flow_arrays returns is the caller's to change
     assert table[0].bytes == 3.0
