@@ -33,6 +33,8 @@ class FlowTable(Sequence[FlowSpec]):
         self.nbytes = _frozen(nbytes, np.float64)
         if not len(self.src) == len(self.dst) == len(self.nbytes):
             raise ValueError("FlowTable: src, dst and nbytes differ in length")
+        if len(set(self.hosts)) != len(self.hosts):
+            raise ValueError("FlowTable: a host is named twice")
         for a in (self.src, self.dst):
             if len(a) and not (0 <= a.min() and a.max() < len(self.hosts)):
                 raise ValueError("FlowTable: a host index is outside hosts")
@@ -119,3 +121,13 @@ def _table_arrays(
             f"{where}.flows[{i}].bytes", f"must be positive, got {float(t.nbytes[i])!r}"
         )
     return src, dst, t.nbytes.copy()
+
+
+def network_bytes(flows: Sequence[FlowSpec], local_on_ports: bool = False) -> np.ndarray:
+    """The bytes of the flows that cross the network: those between two hosts, or every
+    flow with ``local_on_ports`` (a host's traffic to itself on its ports)."""
+    if isinstance(flows, FlowTable):
+        return flows.nbytes[(flows.src != flows.dst) | local_on_ports]
+    return np.asarray(
+        [f.bytes for f in flows if local_on_ports or f.src != f.dst], dtype=np.float64
+    )

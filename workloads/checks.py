@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from grouper.common import limits as L
 from grouper.common.errors import ConfigError, short
+from grouper.pda.flow_table import flow_arrays, network_bytes
 from grouper.pda.model import Cojob, Job
 from grouper.workloads.model import Workload
 
@@ -47,15 +50,15 @@ def check_job(job: Job, path: str, capacity: float, unit: str, local_on_ports: b
             if h in seen:
                 raise ConfigError(f"{path}.{key}[{k}]", f"host {short(h)} is listed twice")
             seen.add(h)
-    network = [f for f in job.flows if local_on_ports or f.src != f.dst]
-    if not network:
+    network = network_bytes(job.flows, local_on_ports)
+    if not len(network):
         where = {"ps": "servers", "ring": "workers"}.get(job.arch, "flows")
         raise ConfigError(
             f"{path}.{where}",
             f"every flow stays on host {short(job.flows[0].src)}: the job never uses the "
             "network (a host other than the source, or model.local_traffic: ports)",
         )
-    alone = job.compute_time + max(f.bytes for f in network) / capacity
+    alone = job.compute_time + float(network.max()) / capacity
     if alone < L.MIN_ITERATION_TIME:
         raise ConfigError(
             path,
@@ -71,21 +74,27 @@ def iterations_run(cj: Cojob, job: Job) -> int:
 def least_sim_time(wl: Workload) -> float:
     """A lower bound on the simulated time a run of ``wl`` takes: its last arrival plus
     the longest job alone, or the busiest host port's bytes at full capacity."""
-    ports: dict[tuple[str, str], float] = {}
+    host = {h: i for i, h in enumerate(wl.hosts)}
+    ports: list[np.ndarray] = []  # uplinks, then downlinks after the hosts
+    moved: list[np.ndarray] = []
     end = 0.0
-    for cj in wl.cojobs:
+    for g, cj in enumerate(wl.cojobs):
         if not math.isfinite(cj.arrival):
             continue  # released by another cojob: after it, whatever it takes
-        for job in cj.jobs:
+        for i, job in enumerate(cj.jobs):
             n = iterations_run(cj, job)
-            flows = [f for f in job.flows if f.src != f.dst or wl.local_traffic == "ports"]
-            per = max((f.bytes for f in flows), default=0.0) / wl.capacity
+            src, dst, nbytes = flow_arrays(job.flows, host, f"cojobs[{g}].jobs[{i}]")
+            if wl.local_traffic != "ports":
+                remote = src != dst
+                src, dst, nbytes = src[remote], dst[remote], nbytes[remote]
+            per = float(nbytes.max(initial=0.0)) / wl.capacity
             end = max(end, cj.arrival + n * (job.compute_time + per))
-            for f in flows:
-                for port in (("up", f.src), ("down", f.dst)):
-                    ports[port] = ports.get(port, 0.0) + n * f.bytes
-    busiest = max(ports.values(), default=0.0) / wl.capacity
-    return max(end, busiest)
+            ports += [src, dst + len(host)]
+            moved += [n * nbytes, n * nbytes]
+    if not ports:
+        return end
+    load = np.bincount(np.concatenate(ports), np.concatenate(moved))
+    return max(end, float(load.max(initial=0.0)) / wl.capacity)
 
 
 def sim_iterations(wl: Workload) -> int:

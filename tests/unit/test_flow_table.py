@@ -107,3 +107,9 @@ def test_a_table_refuses_indices_it_cannot_name(
 ) -> None:
     with pytest.raises(ValueError, match=problem):
         FlowTable(HOSTS, np.asarray(src), np.asarray(dst), np.asarray(nbytes))
+
+
+def test_a_table_refuses_a_host_named_twice() -> None:
+    """Two indices for one name would make ``src != dst`` on indices wrong for it."""
+    with pytest.raises(ValueError, match="named twice"):
+        FlowTable(("a", "b", "a"), np.asarray([0]), np.asarray([2]), np.asarray([1.0]))
