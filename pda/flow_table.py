@@ -33,11 +33,21 @@ class FlowTable(Sequence[FlowSpec]):
         self.nbytes = _frozen(nbytes, np.float64)
         if not len(self.src) == len(self.dst) == len(self.nbytes):
             raise ValueError("FlowTable: src, dst and nbytes differ in length")
-        if len(set(self.hosts)) != len(self.hosts):
-            raise ValueError("FlowTable: a host is named twice")
         for a in (self.src, self.dst):
             if len(a) and not (0 <= a.min() and a.max() < len(self.hosts)):
                 raise ValueError("FlowTable: a host index is outside hosts")
+        # names, not indices, say which flows are local: two indices of one name may not
+        # both be used (``hosts`` may be a whole topology's: only the used ones count)
+        used = self.used_hosts().tolist()
+        if len({self.hosts[u] for u in used}) != len(used):
+            raise ValueError("FlowTable: a host is named twice")
+
+    def used_hosts(self) -> np.ndarray:
+        """The indices in ``hosts`` that some flow uses, ascending."""
+        n = len(self.hosts)
+        return np.flatnonzero(
+            np.bincount(self.src, minlength=n) + np.bincount(self.dst, minlength=n)
+        )
 
     def __len__(self) -> int:
         return len(self.nbytes)
@@ -107,7 +117,9 @@ def _table_arrays(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The tuple form's checks, vectorized: the first flow with a problem is named,
     an unknown ``src`` before an unknown ``dst`` before its bytes."""
-    number = np.array([host_index.get(h, -1) for h in t.hosts], dtype=np.int64)
+    used = t.used_hosts()  # a table over a whole topology's hosts: look up only these
+    number = np.full(len(t.hosts), -1, dtype=np.int64)
+    number[used] = [host_index.get(t.hosts[u], -1) for u in used.tolist()]
     src, dst = number[t.src], number[t.dst]
     bad_bytes = ~((t.nbytes > 0) & np.isfinite(t.nbytes))
     wrong = (src < 0) | (dst < 0) | bad_bytes

@@ -110,6 +110,9 @@ def test_a_table_refuses_indices_it_cannot_name(
 
 
 def test_a_table_refuses_a_host_named_twice() -> None:
-    """Two indices for one name would make ``src != dst`` on indices wrong for it."""
+    """Two used indices for one name would make ``src != dst`` on indices wrong for it;
+    a name repeated among hosts no flow uses does no harm."""
     with pytest.raises(ValueError, match="named twice"):
         FlowTable(("a", "b", "a"), np.asarray([0]), np.asarray([2]), np.asarray([1.0]))
+    table = FlowTable(("a", "b", "a"), np.asarray([0]), np.asarray([1]), np.asarray([1.0]))
+    assert flow_arrays(table, {"a": 0, "b": 1})[1].tolist() == [1]
