@@ -166,6 +166,8 @@ def plot_growth(growth: list[dict], path: str) -> str:
     for ax, what in ((ax1, "wall seconds (the whole run's process)"), (ax2, "peak MB")):
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xticks(flows, [f"{f:,}" for f in flows])  # the prefixes, not 2x10^5 etc.
+        ax.set_xticks([], minor=True)
         plots.label(ax, "flows in the trace prefix", what, grid="both", legend=ax is ax1)
     plots.save(fig, path, dpi=110)
     return path
