@@ -224,7 +224,7 @@ class Engine:
     def _specs(self, j: SimJob) -> FlowTable:
         """Built once per job, so the snapshot's flow tables are reused across steps."""
         if j.specs is None:
-            j.specs = FlowTable(tuple(self.topo.hosts), j.src, j.dst, j.size * j.rounds)
+            j.specs = FlowTable(self.topo.hosts, j.src, j.dst, j.size * j.rounds)
         return j.specs
 
     def _active_cojobs(self) -> list[int]:

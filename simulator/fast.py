@@ -142,7 +142,7 @@ class FastEngine(CoflowLoop):
             return table
         sched = schedule(self._unit_snapshot(live), self.policy)
         pb = port_bands(sched.loads, sched.order, cfg, np.ones(len(live), bool), self.unlimited)
-        b = pb.band  # canonical CSR: its rows' entries as they are, no COO copy
+        b = pb.band  # each row's entries read off the CSR's indptr: no COO copy
         table[np.repeat(np.arange(len(live)), np.diff(b.indptr)), b.indices] = b.data - 1
         return table
 
