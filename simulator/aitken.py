@@ -19,13 +19,14 @@ rounds run out).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from grouper.simulator.kernel import kernel
 
 EVERY = 3  # rounds from one jump to the next: three terms of a sequence
 RATIO = 0.9  # the largest ratio of two steps jumped from (1: a line, no limit)
 
 
-@njit(cache=True)
+@kernel
 def jump(
     u: np.ndarray, h0: np.ndarray, h1: np.ndarray, top: np.ndarray, tol: float,
     only: np.ndarray, moved: np.ndarray,

@@ -14,14 +14,14 @@ numba's disk cache (``cache=True``) records this module by its import name,
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.grouping import csr, runs
+from grouper.simulator.kernel import kernel
 from grouper.simulator.queue_order import component_order, flow_components
 
 
-@njit(cache=True)
+@kernel
 def _group(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dense ids of the distinct keys in sorted key order: (id per entry, entries
     sorted by id, start of every id's run in that order plus the end)."""
@@ -30,7 +30,7 @@ def _group(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ids, order, starts
 
 
-@njit(cache=True)
+@kernel
 def _costs(vidx: np.ndarray, tflow: np.ndarray, nv: int, penalty: float) -> np.ndarray:
     """Capacity used per unit of rate on every virtual link: 1 / efficiency of the
     number of distinct tasks in it (Wang et al., Eq. 5)."""
@@ -48,7 +48,7 @@ def _costs(vidx: np.ndarray, tflow: np.ndarray, nv: int, penalty: float) -> np.n
     return cost
 
 
-@njit(cache=True)
+@kernel
 def _maxmin(
     pf: np.ndarray,
     pv: np.ndarray,
@@ -109,7 +109,7 @@ def _maxmin(
     return rates
 
 
-@njit(cache=True)
+@kernel
 def allocate_kernel(
     pf: np.ndarray,
     pl: np.ndarray,
@@ -170,7 +170,7 @@ def allocate_kernel(
     ), False
 
 
-@njit(cache=True)
+@kernel
 def _by_worst_queue(
     pf: np.ndarray,
     pl: np.ndarray,
@@ -205,7 +205,7 @@ def _by_worst_queue(
     return rates
 
 
-@njit(cache=True)
+@kernel
 def _use(rates: np.ndarray, pf: np.ndarray, vidx: np.ndarray, nv: int) -> np.ndarray:
     used = np.zeros(nv)
     for i in range(len(pf)):
@@ -213,7 +213,7 @@ def _use(rates: np.ndarray, pf: np.ndarray, vidx: np.ndarray, nv: int) -> np.nda
     return used
 
 
-@njit(cache=True)
+@kernel
 def _capacities(
     used: np.ndarray, cost: np.ndarray, cap_v: np.ndarray, vlink: np.ndarray
 ) -> np.ndarray:
@@ -229,7 +229,7 @@ def _capacities(
     return out
 
 
-@njit(cache=True)
+@kernel
 def _fill_group(
     fl: np.ndarray, links: np.ndarray, vidx: np.ndarray, by_flow: np.ndarray,
     flow_start: np.ndarray, capnow: np.ndarray, cost: np.ndarray, tol: float,
@@ -258,7 +258,7 @@ def _fill_group(
         rates[fl[j]] = r[j]
 
 
-@njit(cache=True)
+@kernel
 def _cap_of(
     v: int, u: np.ndarray, cost: np.ndarray, cap_v: np.ndarray, lfirst: np.ndarray
 ) -> float:
@@ -270,7 +270,7 @@ def _cap_of(
     return max(cap_v[v] - above, 0.0)
 
 
-@njit(cache=True)
+@kernel
 def _ordered_round(
     pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, lfirst: np.ndarray, used: np.ndarray,
     cost: np.ndarray, cap_v: np.ndarray, n: int, tol: float, by_flow: np.ndarray,
@@ -321,7 +321,7 @@ def _ordered_round(
     return rates, filled, in_cycle
 
 
-@njit(cache=True)
+@kernel
 def _by_group(key: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """The indices with ``key >= 0`` grouped by key (``csr``, the others set aside in a
     group before the first), and where each group starts."""
@@ -329,7 +329,7 @@ def _by_group(key: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     return order, start[1:]
 
 
-@njit(cache=True)
+@kernel
 def _fill_in(
     group: np.ndarray, links: np.ndarray, vidx: np.ndarray, by_flow: np.ndarray,
     flow_start: np.ndarray, u: np.ndarray, cost: np.ndarray, cap_v: np.ndarray,

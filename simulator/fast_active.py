@@ -18,9 +18,9 @@ cycle (``books[1]``, ``l_cyc``) asks for the parts to be found again exactly.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.kernel import kernel
 from grouper.simulator.queue_order import find_root
 
 # A call that passes arrays costs a reference count up and down per array (numba's
@@ -30,7 +30,7 @@ from grouper.simulator.queue_order import find_root
 # out in each: a helper called per class would count its arrays again).
 
 
-@njit(cache=True)
+@kernel
 def _join_all(
     ks: np.ndarray, n: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray,
     aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
@@ -67,7 +67,7 @@ def _join_all(
             count[2] = 1
 
 
-@njit(cache=True)
+@kernel
 def _leave_all(
     ks: np.ndarray, n: int, up: np.ndarray, down: np.ndarray, mult: np.ndarray,
     aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
@@ -104,7 +104,7 @@ def _leave_all(
             books[1] += 1
 
 
-@njit(cache=True)
+@kernel
 def active_remove(c: Classes, net: Net, k: int) -> None:
     net.kbuf[0] = k
     _leave_all(
@@ -114,7 +114,7 @@ def active_remove(c: Classes, net: Net, k: int) -> None:
     )  # fmt: skip
 
 
-@njit(cache=True)
+@kernel
 def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
     """Active class ``k`` lost ``lost`` flows: its part is filled again. One left with
     no flows stays in the active set, taking no capacity, until the next filling
@@ -130,7 +130,7 @@ def member_lost(c: Classes, net: Net, k: int, lost: int) -> None:
         net.books[2] += 1
 
 
-@njit(cache=True)
+@kernel
 def toggle(c: Classes, net: Net, tol: float) -> None:
     """Open and close links by ``vcap`` and keep the active set in step, a flipped
     link's classes at a time."""
@@ -182,7 +182,7 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
             )  # fmt: skip
 
 
-@njit(cache=True)
+@kernel
 def drop_gone(c: Classes, net: Net) -> None:
     """The classes left with no flows leave the active set as a scan of it from the
     front would remove them: by position, each removal moving the last entry into the

@@ -6,13 +6,13 @@ max-min over the ports in what the levels above left (``allocator._by_worst_queu
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.kernel import kernel
 from grouper.simulator.progressive import links_of, maxmin, space
 
 
-@njit(cache=True)
+@kernel
 def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
     net.used[:] = 0.0
     for i in range(n):
@@ -22,7 +22,7 @@ def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
         net.used[c.down[k]] += x
 
 
-@njit(cache=True)
+@kernel
 def by_worst_queue(
     up: np.ndarray, down: np.ndarray, q: int, order: np.ndarray, start: np.ndarray,
     ports: np.ndarray,
@@ -45,7 +45,7 @@ def by_worst_queue(
         cur[b] += 1
 
 
-@njit(cache=True)
+@kernel
 def fallback(c: Classes, net: Net, q: int) -> None:
     """A priority cycle: every class at its worst queue (``allocate``'s fallback):
     level by level, max-min over ports in what the levels above left. A class with a

@@ -38,18 +38,18 @@ at which a closed link saturates (at most ``tol`` per flow).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_active import drop_gone, toggle
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fallback import fallback
+from grouper.simulator.kernel import kernel
 from grouper.simulator.progressive import maxmin, space
 from grouper.simulator.queue_order import component_order, find_root
 
 
-@njit(cache=True)
+@kernel
 def _parts(c: Classes, net: Net) -> None:
     """The parts of the active set found again (union-find over the active classes'
     links). Between two findings a class that joins unites its links' parts and one that
@@ -67,7 +67,7 @@ def _parts(c: Classes, net: Net) -> None:
     net.books[0] = 0
 
 
-@njit(cache=True)
+@kernel
 def _unordered_parts(net: Net) -> None:
     """The parts in cycles (``net.l_cyc``) found again exactly, from their links' active
     classes alone: the parts in order stay as they are (coarse ones are filled as one,
@@ -89,7 +89,7 @@ def _unordered_parts(net: Net) -> None:
                     par[max(ru, ro)] = min(ru, ro)
 
 
-@njit(cache=True)
+@kernel
 def _order(c: Classes, net: Net) -> None:
     """The parts in the order of their queues (``component_order``: every queue after
     the queues above it on its port) and each part's links (``b_links`` from
@@ -129,7 +129,7 @@ def _order(c: Classes, net: Net) -> None:
     net.books[1], net.books[3], net.books[4], net.books[5] = 0, nc, ng, cyc.sum()
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
     """What queue ``v`` gets: its port's capacity less what the queues above it use
     (``_virtual_capacity``'s arithmetic, term by term). Inlined where it is used (numba
@@ -140,7 +140,7 @@ def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
     return max(cap[v] - above, 0.0)
 
 
-@njit(cache=True)
+@kernel
 def _fill_part(
     rate: np.ndarray, links: np.ndarray, deg: np.ndarray, cap: np.ndarray,
     used: np.ndarray, filled: np.ndarray, dirty: np.ndarray, cnt0: np.ndarray, q: int,
@@ -169,7 +169,7 @@ def _fill_part(
             used[v] = m_used[v]
 
 
-@njit(cache=True)
+@kernel
 def _fill(c: Classes, net: Net, q: int) -> None:
     """One round over the active classes, queues in order: each part filled in the
     capacities the parts above it just left (the parts of a cycle in the order of its
@@ -201,7 +201,7 @@ def _fill(c: Classes, net: Net, q: int) -> None:
     net.dirty[:] = False
 
 
-@njit(cache=True)
+@kernel
 def _virtual_capacity(used: np.ndarray, cap: np.ndarray, q: int, out: np.ndarray) -> None:
     """What every queue gets: its port's capacity less what the queues above use."""
     for p in range(len(used) // q):
@@ -212,7 +212,7 @@ def _virtual_capacity(used: np.ndarray, cap: np.ndarray, q: int, out: np.ndarray
             above += used[v]
 
 
-@njit(cache=True)
+@kernel
 def _settled(vnum: np.ndarray, filled: np.ndarray, again: np.ndarray, tol: float) -> bool:
     """Every queue with a class that has flows has the capacity it was filled in."""
     for v in range(len(filled)):
@@ -222,7 +222,7 @@ def _settled(vnum: np.ndarray, filled: np.ndarray, again: np.ndarray, tol: float
     return True
 
 
-@njit(cache=True)
+@kernel
 def with_rates(c: Classes) -> np.ndarray:
     """The classes that may have a rate after the last allocation, the first
     ``c.count[1]`` of the array: the active set when it settled (not copied: 15,000
@@ -230,7 +230,7 @@ def with_rates(c: Classes) -> np.ndarray:
     return c.pos if c.count[3] else c.aset
 
 
-@njit(cache=True)
+@kernel
 def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     """Every class's rate (``c.rate``), warm-started from ``net.used``; the classes with
     a rate in ``with_rates(c)``, their use in ``net.used``. False when the fixed point

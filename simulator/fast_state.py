@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fill import allocate_classes, with_rates
 from grouper.simulator.grouping import csr, runs
+from grouper.simulator.kernel import kernel
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
@@ -40,7 +40,7 @@ def empty_classes() -> Classes:
     return Classes(z, z, z, z, z, f, f, f, f, z, z, z, z, z, z, np.array([0, 0, 1, 0], np.int64))
 
 
-@njit(cache=True)
+@kernel
 def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
     """The flows still moving, class by class, then ``new``: bytes left, last rate."""
     m = c.mult.sum() + len(new)
@@ -57,7 +57,7 @@ def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
     return fs, rem, prev
 
 
-@njit(cache=True)
+@kernel
 def _by_links(vu: np.ndarray, vd: np.ndarray, nv: int) -> tuple:
     """``allocator_kernel._group`` of the keys ``vu * nv + vd``: the same ids, order and
     starts (a stable sort by the pair), by two counting sorts over the ``nv`` links
@@ -70,7 +70,7 @@ def _by_links(vu: np.ndarray, vd: np.ndarray, nv: int) -> tuple:
     return ids, order, starts
 
 
-@njit(cache=True)
+@kernel
 def rebuild(
     c: Classes, fl: Flows, new: np.ndarray, table: np.ndarray, row: np.ndarray, q: int,
     hosts: int, cap: np.ndarray, default: int, tol: float,
@@ -110,7 +110,7 @@ def rebuild(
     return new_c, _net(up, down, nv, q, cap, used, tol)
 
 
-@njit(cache=True)
+@kernel
 def _net(
     up: np.ndarray, down: np.ndarray, nv: int, q: int, cap: np.ndarray, used: np.ndarray,
     tol: float,
@@ -152,7 +152,7 @@ def _net(
     )  # fmt: skip
 
 
-@njit(cache=True)
+@kernel
 def _step_length(c: Classes, t: float, nxt: float) -> float:
     """Time to the next arrival or the next flow to end (the engine's ``dt``)."""
     best = np.inf
@@ -167,7 +167,7 @@ def _step_length(c: Classes, t: float, nxt: float) -> float:
     return dt
 
 
-@njit(cache=True)
+@kernel
 def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
     """Class ``k``'s flows that ended (bytes left within EPS of their size, as the
     engine) leave it; returns the bytes they were served past their end (<= 0) and
@@ -197,7 +197,7 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
     return extra, ended
 
 
-@njit(cache=True)
+@kernel
 def _serve(c: Classes, fl: Flows, net: Net, dt: float) -> tuple[float, bool]:
     """Move every class with a rate ``dt`` on; flows that end leave. The bytes moved
     are ``dt`` times the uplinks' use (every moving flow crosses one uplink; the
@@ -221,7 +221,7 @@ def _serve(c: Classes, fl: Flows, net: Net, dt: float) -> tuple[float, bool]:
     return moved, ended
 
 
-@njit(cache=True)
+@kernel
 def advance(
     c: Classes, fl: Flows, net: Net, q: int, tol: float, t: float, nxt: float,
     budget: int, max_time: float, out: np.ndarray,

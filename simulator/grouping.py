@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from grouper.simulator.kernel import kernel
 
 
-@njit(cache=True)
+@kernel
 def csr(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Entries grouped by ``idx`` (stable: a counting sort over ``size`` groups) and
     the start of every group."""
@@ -25,7 +26,7 @@ def csr(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return order, start
 
 
-@njit(cache=True)
+@kernel
 def runs(key: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For entries ``order`` sorted by ``key``: the dense id of every entry's key and
     the start of every id's run in that order plus the end."""

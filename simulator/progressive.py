@@ -13,21 +13,22 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
+
+from grouper.simulator.kernel import kernel
 
 # ``fast_classes.Net``: the arrays ``links_of`` uses (read and written) are cnt, astart,
 # acls, aother, amult and work
 Workspace = Any
 
 
-@njit(cache=True)
+@kernel
 def space(w: Workspace) -> tuple:
     """``maxmin``'s own arrays of a ``Net``, as the tuple it takes: (cnt, res, lv,
     heap_k, heap_v, m_used, work, tol)."""
     return (w.cnt, w.res, w.lv, w.heap_k, w.heap_v, w.m_used, w.work, w.tol)
 
 
-@njit(cache=True)
+@kernel
 def _push(hk: np.ndarray, hv: np.ndarray, n: int, key: float, v: int) -> int:
     i = n  # a hole moves up to where the entry goes
     while i > 0:
@@ -40,7 +41,7 @@ def _push(hk: np.ndarray, hv: np.ndarray, n: int, key: float, v: int) -> int:
     return n + 1
 
 
-@njit(cache=True)
+@kernel
 def _pop(hk: np.ndarray, hv: np.ndarray, n: int) -> tuple[float, int, int]:
     key, v = hk[0], hv[0]
     n -= 1
@@ -60,7 +61,7 @@ def _pop(hk: np.ndarray, hv: np.ndarray, n: int) -> tuple[float, int, int]:
     return key, v, n
 
 
-@njit(cache=True)
+@kernel
 def links_of(
     mu: np.ndarray, md: np.ndarray, mm: np.ndarray, n: int, links: np.ndarray, w: Workspace
 ) -> None:
@@ -88,7 +89,7 @@ def links_of(
             cur[v] += 1
 
 
-@njit(cache=True)
+@kernel
 def maxmin(rate: np.ndarray, cap: np.ndarray, links: np.ndarray, lists: tuple, ws: tuple) -> None:
     """Exact progressive filling of the members listed on ``links`` in link capacities
     ``cap`` (``allocator_kernel._maxmin``: every link whose residual falls to ``tol``

@@ -16,12 +16,12 @@ leave; what lies below the group follows it.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from grouper.simulator.grouping import csr
+from grouper.simulator.kernel import kernel
 
 
-@njit(cache=True)
+@kernel
 def find_root(par: np.ndarray, v: int) -> int:
     """The root of ``v`` in the union-find forest ``par`` (paths halved on the way)."""
     while par[v] != v:
@@ -30,7 +30,7 @@ def find_root(par: np.ndarray, v: int) -> int:
     return v
 
 
-@njit(cache=True)
+@kernel
 def flow_components(
     pf: np.ndarray, vidx: np.ndarray, vcap: np.ndarray, n: int, tol: float,
     by_flow: np.ndarray, flow_start: np.ndarray, gone: np.ndarray,
@@ -72,7 +72,7 @@ def flow_components(
     return comp, active, nc
 
 
-@njit(cache=True)
+@kernel
 def _edges(comp: np.ndarray, vlink: np.ndarray, nc: int) -> tuple:
     """The relation "has a queue just above one of" between components, as pairs
     (``src[e]`` just above ``dst[e]``), and which components lie above themselves (two
@@ -98,7 +98,7 @@ def _edges(comp: np.ndarray, vlink: np.ndarray, nc: int) -> tuple:
     return src[:ne], dst[:ne], loop
 
 
-@njit(cache=True)
+@kernel
 def _search(
     r: int, succ: np.ndarray, start: np.ndarray, grp: np.ndarray, seen: np.ndarray,
     buf: np.ndarray, out: np.ndarray, n: int,
@@ -124,7 +124,7 @@ def _search(
     return n
 
 
-@njit(cache=True)
+@kernel
 def _finish_order(succ: np.ndarray, start: np.ndarray, nc: int) -> np.ndarray:
     """The components by the time a depth-first search along ``succ`` leaves them."""
     fin = np.empty(nc, np.int64)
@@ -138,7 +138,7 @@ def _finish_order(succ: np.ndarray, start: np.ndarray, nc: int) -> np.ndarray:
     return fin
 
 
-@njit(cache=True)
+@kernel
 def component_order(
     comp: np.ndarray, vlink: np.ndarray, nc: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -184,7 +184,7 @@ def component_order(
     return order, gstart[: ng + 1], cyc[:ng]
 
 
-@njit(cache=True)
+@kernel
 def _sweep_order(
     order: np.ndarray, gstart: np.ndarray, succ: np.ndarray, start: np.ndarray,
     comp: np.ndarray,

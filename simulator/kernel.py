@@ -1,0 +1,21 @@
+"""How the simulator's compiled loops are compiled: one decorator for all of them.
+
+``kernel`` is numba's ``njit`` with the disk cache on and numpy's error model: a float
+division by zero gives inf or nan as numpy does instead of raising ZeroDivisionError,
+so numba emits no zero test and no exception path around each division and modulo
+(every division in these kernels is guarded where its divisor can be 0). On FB2010's
+whole trace it made sptf 4% faster (``farm-bench``, 3 pairs: 28.41 s against 29.61 s,
+the same events and completion times to the last digit; docs/simulator-speed.md).
+``@kernel`` compiles a function; ``@kernel(inline="always")`` passes numba's options.
+numba's disk cache does not see these options (nor a change in another file): after
+this file changes, ``scripts/numba_stale.py`` (``make setup``) drops the package's
+caches, which are then older than it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from numba import njit
+
+kernel = partial(njit, cache=True, error_model="numpy")
