@@ -36,15 +36,20 @@ def _join_all(
     aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
     a_mult: np.ndarray, count: np.ndarray, par: np.ndarray, aend: np.ndarray,
     cnt0: np.ndarray, deg: np.ndarray, l_part: np.ndarray, dirty: np.ndarray,
-    lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray, kpos: np.ndarray,
+    lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray, kpos: np.ndarray, ps: tuple,
 ) -> None:  # fmt: skip
     """Classes ``ks[:n]`` join the active set and their links' lists; their links'
-    parts are united, and the parts found again when that changed them (``count[2]``)."""
+    parts are united, and the parts found again when that changed them (``count[2]``).
+    Their service goes beside them (``ps``: ``places(c, net)``); a class outside the
+    active set has rate 0 (it left with 0, or the last fallback's rates were taken
+    back), and the filling gives it its rate."""
+    a_rate, a_served, a_least, a_slack, served, least, slack, lapos = ps
     for t in range(n):
         k = ks[t]
         i = count[0]
         u, d = up[k], down[k]
         aset[i], a_up[i], a_down[i], a_mult[i] = k, u, d, mult[k]
+        a_rate[i], a_served[i], a_least[i], a_slack[i] = 0.0, served[k], least[k], slack[k]
         apos[k] = i
         count[0] = i + 1
         for s in range(2):
@@ -59,6 +64,7 @@ def _join_all(
             cnt0[v] += mult[k]
             deg[v] += 1
             dirty[v] = True
+        lapos[kpos[0, k]], lapos[kpos[1, k]] = i, i
         ru, rd = find_root(par, u), find_root(par, d)
         if ru != rd:
             par[max(ru, rd)] = min(ru, rd)
@@ -74,14 +80,20 @@ def _leave_all(
     a_mult: np.ndarray, count: np.ndarray, rate: np.ndarray, books: np.ndarray,
     aend: np.ndarray, cnt0: np.ndarray, deg: np.ndarray, l_cyc: np.ndarray,
     dirty: np.ndarray, lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray,
-    kpos: np.ndarray,
+    kpos: np.ndarray, ps: tuple,
 ) -> None:  # fmt: skip
-    """Classes ``ks[:n]`` leave the active set with rate 0 (their parts are not split)."""
+    """Classes ``ks[:n]`` leave the active set with rate 0 (their parts are not split),
+    their ``served`` taken back from beside them; the last active class takes the place
+    of each, with its service and its entries' ``lapos``."""
+    a_rate, a_served, a_least, a_slack, served, _, _, lapos = ps
     for t in range(n):
         k = ks[t]
         i, last = apos[k], count[0] - 1
         j = aset[last]
+        served[k] = a_served[i]
         aset[i], a_up[i], a_down[i], a_mult[i] = j, a_up[last], a_down[last], a_mult[last]
+        a_rate[i], a_served[i] = a_rate[last], a_served[last]
+        a_least[i], a_slack[i] = a_least[last], a_slack[last]
         apos[j] = i
         apos[k] = -1
         count[0] = last
@@ -93,15 +105,25 @@ def _leave_all(
             lcls[at], lcls[to] = o, k  # k swapped to the end of v's active classes, out
             lother[at], lother[to] = lother[to], lother[at]
             lmult[at], lmult[to] = lmult[to], lmult[at]
+            lapos[at] = lapos[to]
             kpos[s, o] = at  # v is an uplink of every class on it, or a downlink
             kpos[s, k] = to
             aend[v] = to
             cnt0[v] -= mult[k]
             deg[v] -= 1
             dirty[v] = True
+        if j != k:  # its entries are active: they say where it went
+            lapos[kpos[0, j]], lapos[kpos[1, j]] = i, i
         books[0] += 1
         if l_cyc[up[k]]:  # a part in a cycle may split into ones in order
             books[1] += 1
+
+
+@kernel
+def places(c: Classes, net: Net) -> tuple:
+    """What a join or a leave moves beside the classes: (a_rate, a_served, a_least,
+    a_slack, served, least, slack, lapos)."""
+    return (c.a_rate, c.a_served, c.a_least, c.a_slack, c.served, c.least, c.slack, net.lapos)
 
 
 @kernel
@@ -110,7 +132,7 @@ def active_remove(c: Classes, net: Net, k: int) -> None:
     _leave_all(
         net.kbuf, 1, c.up, c.down, c.mult, c.aset, c.apos, c.a_up, c.a_down, c.a_mult,
         c.count, c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_cyc, net.dirty,
-        net.lcls, net.lother, net.lmult, net.kpos,
+        net.lcls, net.lother, net.lmult, net.kpos, places(c, net),
     )  # fmt: skip
 
 
@@ -145,7 +167,7 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
         net.work[2],
         net.kbuf,
     )
-    nf = 0
+    nf, ps = 0, places(c, net)
     for v in range(len(vcap)):
         o = vcap[v] > tol
         if o != isopen[v]:
@@ -172,13 +194,13 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
             _join_all(
                 ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
                 net.part, net.aend, net.cnt0, net.deg, net.l_part, net.dirty, net.lcls,
-                net.lother, net.lmult, net.kpos,
+                net.lother, net.lmult, net.kpos, ps,
             )  # fmt: skip
         else:
             _leave_all(
                 ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
                 c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_cyc, net.dirty,
-                net.lcls, net.lother, net.lmult, net.kpos,
+                net.lcls, net.lother, net.lmult, net.kpos, ps,
             )  # fmt: skip
 
 

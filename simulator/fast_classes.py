@@ -22,7 +22,10 @@ class Classes(NamedTuple):
     start: np.ndarray  # (C,) first of the class's flows in ``flow``
     flow: np.ndarray  # flows, class by class, those still moving first
     served: np.ndarray  # (C,) bytes every flow of the class was served since the plan
-    rate: np.ndarray  # (C,) rate of each of its flows (an active one's: at its part's last filling)
+    #                      (an active class's: in ``a_served``)
+    rate: np.ndarray  # (C,) rate of each of its flows: 0 outside the active set, and
+    #                   every class's after a fallback (``count[3]``); an active class's
+    #                   after a settled allocation: in ``a_rate``
     least: np.ndarray  # (C,) least ``key`` (bytes left + served) of its flows
     slack: np.ndarray  # (C,) largest "done" threshold (EPS x size) of its flows
     apos: np.ndarray  # (C,) position in ``aset`` or -1
@@ -30,9 +33,15 @@ class Classes(NamedTuple):
     a_up: np.ndarray  # the links of ``aset[i]`` beside it: scanned in order, not by class
     a_down: np.ndarray
     a_mult: np.ndarray  # its flows still moving (``mult``), beside it too
-    pos: np.ndarray  # classes with a rate after a fallback (``fast_fill.with_rates``)
+    pos: np.ndarray  # classes with a rate after a fallback (``fast_fill.class_rates``)
     count: np.ndarray  # [active classes, classes with a rate, parts to be ordered again,
     #                     the last allocation fell back]
+    # beside ``aset[i]``, so that an event reads the active set's service in order, not
+    # class by class (``fast_state._step_length``, ``_serve``):
+    a_rate: np.ndarray  # its rate (at its part's last filling; 0 after a fallback)
+    a_served: np.ndarray  # its ``served``, kept here while it is active
+    a_least: np.ndarray  # its ``least`` and ``slack``, copies
+    a_slack: np.ndarray
 
 
 class Net(NamedTuple):
@@ -88,3 +97,4 @@ class Net(NamedTuple):
     kpos: np.ndarray  # (2, C) each class's place in ``lcls`` on its uplink, downlink
     kbuf: np.ndarray  # (C,) a flipped link's classes that join or leave
     l_cyc: np.ndarray  # (V,) bool: the link's part is in a cycle (at the last ordering)
+    lapos: np.ndarray  # (2C,) beside each active entry of ``lcls``: its place in ``aset``

@@ -58,8 +58,7 @@ def fallback(c: Classes, net: Net, q: int) -> None:
     mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
     worst, ports, mult = net.worst, net.worst_ports, c.mult
     n_pos = 0
-    for i in range(c.count[0]):  # the rounds' rates go: only the fallback's stand
-        c.rate[c.aset[i]] = 0.0
+    c.a_rate[: c.count[0]] = 0.0  # the rounds' rates go: only the fallback's stand
     every = np.arange(len(residual))
     for b in range(q):
         n = 0

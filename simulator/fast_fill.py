@@ -191,11 +191,12 @@ def _fill(c: Classes, net: Net, q: int) -> None:
         if net.deg[v] == 0:
             net.used[v] = 0.0
             net.filled[v] = net.vcap[v]
-    lists = (net.vstart, net.aend, net.lcls, net.lother, net.lmult)
+    # members by their place in the active set: the rates go beside them (``a_rate``)
+    lists = (net.vstart, net.aend, net.lapos, net.lother, net.lmult)
     ws, links, ls = space(net), net.b_links, net.b_lstart
     for p in range(books[3]):
         _fill_part(
-            c.rate, links[ls[p] : ls[p + 1]], net.deg, net.cap, net.used, net.filled,
+            c.a_rate, links[ls[p] : ls[p + 1]], net.deg, net.cap, net.used, net.filled,
             net.dirty, net.cnt0, q, lists, ws,
         )  # fmt: skip
     net.dirty[:] = False
@@ -223,18 +224,23 @@ def _settled(vnum: np.ndarray, filled: np.ndarray, again: np.ndarray, tol: float
 
 
 @kernel
-def with_rates(c: Classes) -> np.ndarray:
-    """The classes that may have a rate after the last allocation, the first
-    ``c.count[1]`` of the array: the active set when it settled (not copied: 15,000
-    classes an event on FB2010), the fallback's list when it fell back."""
-    return c.pos if c.count[3] else c.aset
+def class_rates(c: Classes) -> np.ndarray:
+    """Every class's rate after the last allocation, by class: beside the active set
+    (``a_rate``) when it settled, by class (``rate``) when it fell back."""
+    out = c.rate.copy()
+    if not c.count[3]:
+        for i in range(c.count[0]):
+            out[c.aset[i]] = c.a_rate[i]
+    return out
 
 
 @kernel
 def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
-    """Every class's rate (``c.rate``), warm-started from ``net.used``; the classes with
-    a rate in ``with_rates(c)``, their use in ``net.used``. False when the fixed point
-    did not settle and the worst-queue fallback decided (as ``allocate``).
+    """Every class's rate (``class_rates``), warm-started from ``net.used``; their use
+    in ``net.used``. True when the fixed point settled: the rates are then beside the
+    active set (``a_rate``; ``count[1]`` of them), and every other class has rate 0.
+    False when it did not and the worst-queue fallback decided (as ``allocate``): the
+    rates are then by class (``rate``), the classes with one in ``pos``.
 
     The filling writes the active classes' rates in place (a part not filled again
     keeps its classes' rates; a class that leaves gets 0), so a settled allocation
@@ -251,7 +257,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         _fill(c, net, q)
         _virtual_capacity(net.used, net.cap, q, net.again)
         if _settled(net.vnum, net.filled, net.again, tol):
-            c.count[1] = c.count[0]  # the active set has the rates (``with_rates``)
+            c.count[1] = c.count[0]  # the active set has the rates
             return True
         if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again
             jump(net.used, h0, h1, net.cap, tol, net.l_cyc, net.dirty)

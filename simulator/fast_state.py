@@ -17,7 +17,7 @@ import numpy as np
 
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
-from grouper.simulator.fast_fill import allocate_classes, with_rates
+from grouper.simulator.fast_fill import allocate_classes, class_rates
 from grouper.simulator.grouping import csr, runs
 from grouper.simulator.kernel import kernel
 
@@ -37,7 +37,17 @@ class Flows(NamedTuple):
 
 def empty_classes() -> Classes:
     z, f = np.zeros(0, np.int64), np.zeros(0)
-    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, z, z, z, np.array([0, 0, 1, 0], np.int64))
+    count = np.array([0, 0, 1, 0], np.int64)
+    return Classes(z, z, z, z, z, f, f, f, f, z, z, z, z, z, z, count, f, f, f, f)
+
+
+@kernel(inline="always")
+def _served(k: int, apos: np.ndarray, a_served: np.ndarray, served: np.ndarray) -> float:
+    """Class ``k``'s ``served``: beside it in the active set, or by class. It takes
+    the arrays, not ``Classes``: a tuple's array read inside a loop is reference-counted
+    at every pass (it made a plan's rebuild 2.7 ms slower on FB2010)."""
+    i = apos[k]
+    return a_served[i] if i >= 0 else served[k]
 
 
 @kernel
@@ -45,11 +55,13 @@ def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
     """The flows still moving, class by class, then ``new``: bytes left, last rate."""
     m = c.mult.sum() + len(new)
     fs, rem, prev = np.empty(m, np.int64), np.empty(m), np.empty(m)
+    rates, apos, a_served, by_class = class_rates(c), c.apos, c.a_served, c.served
     i = 0
     for k in range(len(c.mult)):
+        served = _served(k, apos, a_served, by_class)
         for j in range(c.start[k], c.start[k] + c.mult[k]):
             f = c.flow[j]
-            fs[i], rem[i], prev[i] = f, fl.key[f] - c.served[k], c.rate[k]
+            fs[i], rem[i], prev[i] = f, fl.key[f] - served, rates[k]
             i += 1
     for f in new:
         fs[i], rem[i], prev[i] = f, fl.size[f], 0.0
@@ -105,7 +117,8 @@ def rebuild(
         up, down, np.diff(starts), starts[:-1].copy(), fs[order], np.zeros(nc), np.zeros(nc),
         least, slack, np.full(nc, -1, np.int64), np.empty(nc, np.int64),
         np.empty(nc, np.int64), np.empty(nc, np.int64), np.empty(nc, np.int64),
-        np.empty(nc, np.int64), np.array([0, 0, 1, 0], dtype=np.int64),
+        np.empty(nc, np.int64), np.array([0, 0, 1, 0], dtype=np.int64), np.zeros(nc),
+        np.zeros(nc), np.zeros(nc), np.zeros(nc),
     )  # fmt: skip
     return new_c, _net(up, down, nv, q, cap, used, tol)
 
@@ -148,19 +161,28 @@ def _net(
         np.zeros(nv + 2, np.int64), np.zeros(nv, np.int64),
         np.zeros(nv, np.int64), np.full(nv, -1, np.int64), lcls, other,
         np.zeros(2 * nc, np.int64), vstart[:-1].copy(), kpos,
-        np.empty(nc, np.int64), np.zeros(nv, np.bool_),
+        np.empty(nc, np.int64), np.zeros(nv, np.bool_), np.empty(2 * nc, np.int64),
     )  # fmt: skip
 
 
 @kernel
 def _step_length(c: Classes, t: float, nxt: float) -> float:
-    """Time to the next arrival or the next flow to end (the engine's ``dt``)."""
+    """Time to the next arrival or the next flow to end (the engine's ``dt``): read in
+    order beside the active set when the allocation settled, class by class after a
+    fallback."""
     best = np.inf
-    ks = with_rates(c)
-    for i in range(c.count[1]):
-        k = ks[i]
-        if c.rate[k] > 0.0:
-            best = min(best, (c.least[k] - c.served[k]) / c.rate[k])
+    if c.count[3]:
+        for i in range(c.count[1]):
+            k = c.pos[i]
+            if c.rate[k] > 0.0:
+                best = min(
+                    best, (c.least[k] - _served(k, c.apos, c.a_served, c.served)) / c.rate[k]
+                )
+    else:
+        rate, served, least = c.a_rate, c.a_served, c.a_least
+        for i in range(c.count[1]):
+            if rate[i] > 0.0:
+                best = min(best, (least[i] - served[i]) / rate[i])
     dt = nxt - t if nxt - t > 0.0 else np.inf
     if best > 0.0:
         dt = min(dt, best)
@@ -172,11 +194,12 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
     """Class ``k``'s flows that ended (bytes left within EPS of their size, as the
     engine) leave it; returns the bytes they were served past their end (<= 0) and
     whether a coflow ended."""
+    served = _served(k, c.apos, c.a_served, c.served)
     s, e = c.start[k], c.start[k] + c.mult[k]
     j, least, slack, extra, ended = s, np.inf, 0.0, 0.0, False
     while j < e:
         f = c.flow[j]
-        left, thr = fl.key[f] - c.served[k], EPS * max(1.0, fl.size[f])
+        left, thr = fl.key[f] - served, EPS * max(1.0, fl.size[f])
         if left <= thr:
             extra += min(left, 0.0)
             fl.busy[fl.co[f]] -= 1
@@ -189,6 +212,8 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
     lost = c.mult[k] - (e - s)
     c.mult[k] = e - s
     c.least[k], c.slack[k] = least, slack
+    if c.apos[k] >= 0:
+        c.a_least[c.apos[k]], c.a_slack[c.apos[k]] = least, slack
     if lost and c.apos[k] >= 0:
         member_lost(c, net, k, lost)
     if e == s:
@@ -199,23 +224,39 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
 
 @kernel
 def _serve(c: Classes, fl: Flows, net: Net, dt: float) -> tuple[float, bool]:
-    """Move every class with a rate ``dt`` on; flows that end leave. The bytes moved
-    are ``dt`` times the uplinks' use (every moving flow crosses one uplink; the
-    allocation left each link's rate x flows in ``net.used``), not a sum over the
-    classes (a read and a dependent addition per class: about 1 s of sptf's 30 s on
-    FB2010)."""
+    """Move every class with a rate ``dt`` on; flows that end leave. After a settled
+    allocation the active set's rates and service lie beside it, so this reads three
+    arrays in order (class by class it was about 10% of sptf's run on FB2010). The
+    bytes moved are ``dt`` times the uplinks' use (every moving flow crosses one uplink;
+    the allocation left each link's rate x flows in ``net.used``), not a sum over the
+    classes."""
     moved, ended = 0.0, False
     for v in range(len(net.used) // 2):  # uplinks are the first half of the links
         moved += net.used[v] * dt
-    ks = with_rates(c)
+    if c.count[3]:  # after a fallback: by class
+        for i in range(c.count[1]):
+            k = c.pos[i]
+            r = c.rate[k]
+            if r <= 0.0:
+                continue
+            at = c.apos[k]
+            if at >= 0:
+                c.a_served[at] += r * dt
+            else:
+                c.served[k] += r * dt
+            if c.least[k] - _served(k, c.apos, c.a_served, c.served) <= c.slack[k]:
+                extra, done = _rescan(c, fl, net, k)
+                moved += extra
+                ended |= done
+        return moved, ended
+    rate, served, least, slack = c.a_rate, c.a_served, c.a_least, c.a_slack
     for i in range(c.count[1]):
-        k = ks[i]
-        r = c.rate[k]
+        r = rate[i]
         if r <= 0.0:
             continue
-        c.served[k] += r * dt
-        if c.least[k] - c.served[k] <= c.slack[k]:
-            extra, done = _rescan(c, fl, net, k)
+        served[i] += r * dt
+        if least[i] - served[i] <= slack[i]:
+            extra, done = _rescan(c, fl, net, c.aset[i])
             moved += extra
             ended |= done
     return moved, ended

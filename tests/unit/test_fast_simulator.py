@@ -14,7 +14,7 @@ from grouper.common.contention import ContentionModel
 from grouper.pda.priorities import QueueConfig
 from grouper.simulator.engine import Engine
 from grouper.simulator.fast import FastEngine, coflow_shaped
-from grouper.simulator.fast_fill import allocate_classes
+from grouper.simulator.fast_fill import allocate_classes, class_rates
 from grouper.simulator.fast_flows import FlowFastEngine, flow_rates
 from grouper.simulator.fast_state import Flows, _serve, _step_length, empty_classes, rebuild
 from grouper.simulator.run import SIM_POLICIES, engine_for, topology_of
@@ -130,9 +130,9 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None
         )
         fallbacks += not allocate_classes(cls, net, 4, tol)
         unordered += net.books[5] > 0  # parts in a cycle somewhere
-        got = np.zeros(n)
+        got, rates = np.zeros(n), class_rates(cls)
         for k in range(len(cls.mult)):
-            got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = cls.rate[k]
+            got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = rates[k]
         want = flow_rates((up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n))
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     # priority cycles were among them: parts in a cycle in 670 allocations, and 20 did
@@ -180,9 +180,9 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start(
         while flows.busy.sum() > 0:
             fallbacks += not allocate_classes(cls, net, q, tol)
             unordered += net.books[5] > 0  # parts in a cycle somewhere
-            got = np.full(n, np.nan)
+            got, rates = np.full(n, np.nan), class_rates(cls)
             for k in range(len(cls.mult)):
-                got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = max(cls.rate[k], 0.0)
+                got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = max(rates[k], 0.0)
             alive = ~np.isnan(got)
             gone = was & ~alive  # ended at the last event
             moving = (up[alive], down[alive], band[alive], rband[alive], kind[alive])
