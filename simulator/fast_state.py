@@ -185,9 +185,12 @@ def _step_length(c: Classes, t: float, nxt: float) -> float:
                 )
     else:
         rate, served, least = c.a_rate, c.a_served, c.a_least
+        below = np.inf  # best x (1 + 1e-12): a multiplication rules most classes out
         for i in range(c.count[1]):
-            if rate[i] > 0.0:
-                best = min(best, (least[i] - served[i]) / rate[i])
+            r = rate[i]
+            if r > 0.0 and least[i] - served[i] < below * r:
+                best = min(best, (least[i] - served[i]) / r)
+                below = best * (1.0 + 1e-12)
     dt = nxt - t if nxt - t > 0.0 else np.inf
     if best > 0.0:
         dt = min(dt, best)
