@@ -36,14 +36,16 @@ def _join_all(
     aset: np.ndarray, apos: np.ndarray, a_up: np.ndarray, a_down: np.ndarray,
     a_mult: np.ndarray, count: np.ndarray, par: np.ndarray, aend: np.ndarray,
     cnt0: np.ndarray, deg: np.ndarray, l_part: np.ndarray, dirty: np.ndarray,
-    lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray, kpos: np.ndarray, ps: tuple,
+    lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray, kpos: np.ndarray,
+    a_rate: np.ndarray, a_served: np.ndarray, a_least: np.ndarray, a_slack: np.ndarray,
+    served: np.ndarray, least: np.ndarray, slack: np.ndarray, lapos: np.ndarray,
 ) -> None:  # fmt: skip
     """Classes ``ks[:n]`` join the active set and their links' lists; their links'
     parts are united, and the parts found again when that changed them (``count[2]``).
-    Their service goes beside them (``ps``: ``places(c, net)``); a class outside the
-    active set has rate 0 (it left with 0, or the last fallback's rates were taken
-    back), and the filling gives it its rate."""
-    a_rate, a_served, a_least, a_slack, served, least, slack, lapos = ps
+    Their service goes beside them (``a_rate`` ...); a class outside the active set has
+    rate 0 (it left with 0, or the last fallback's rates were taken back), and the
+    filling gives it its rate. The arrays come one by one, read off the tuples once per
+    ``toggle``, not per flipped link."""
     for t in range(n):
         k = ks[t]
         i = count[0]
@@ -80,12 +82,12 @@ def _leave_all(
     a_mult: np.ndarray, count: np.ndarray, rate: np.ndarray, books: np.ndarray,
     aend: np.ndarray, cnt0: np.ndarray, deg: np.ndarray, l_cyc: np.ndarray,
     dirty: np.ndarray, lcls: np.ndarray, lother: np.ndarray, lmult: np.ndarray,
-    kpos: np.ndarray, ps: tuple,
+    kpos: np.ndarray, a_rate: np.ndarray, a_served: np.ndarray, a_least: np.ndarray,
+    a_slack: np.ndarray, served: np.ndarray, lapos: np.ndarray,
 ) -> None:  # fmt: skip
     """Classes ``ks[:n]`` leave the active set with rate 0 (their parts are not split),
     their ``served`` taken back from beside them; the last active class takes the place
     of each, with its service and its entries' ``lapos``."""
-    a_rate, a_served, a_least, a_slack, served, _, _, lapos = ps
     for t in range(n):
         k = ks[t]
         i, last = apos[k], count[0] - 1
@@ -120,19 +122,13 @@ def _leave_all(
 
 
 @kernel
-def places(c: Classes, net: Net) -> tuple:
-    """What a join or a leave moves beside the classes: (a_rate, a_served, a_least,
-    a_slack, served, least, slack, lapos)."""
-    return (c.a_rate, c.a_served, c.a_least, c.a_slack, c.served, c.least, c.slack, net.lapos)
-
-
-@kernel
 def active_remove(c: Classes, net: Net, k: int) -> None:
     net.kbuf[0] = k
     _leave_all(
         net.kbuf, 1, c.up, c.down, c.mult, c.aset, c.apos, c.a_up, c.a_down, c.a_mult,
         c.count, c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_cyc, net.dirty,
-        net.lcls, net.lother, net.lmult, net.kpos, places(c, net),
+        net.lcls, net.lother, net.lmult, net.kpos, c.a_rate, c.a_served, c.a_least, c.a_slack,
+        c.served, net.lapos,
     )  # fmt: skip
 
 
@@ -167,7 +163,19 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
         net.work[2],
         net.kbuf,
     )
-    nf, ps = 0, places(c, net)
+    a_rate, a_served, a_least, a_slack = c.a_rate, c.a_served, c.a_least, c.a_slack
+    served, least, slack, lapos = c.served, c.least, c.slack, net.lapos
+    aset, a_up, a_down, a_mult, count, rate = c.aset, c.a_up, c.a_down, c.a_mult, c.count, c.rate
+    part, cnt0, deg, l_part, dirty, lmult = (
+        net.part,
+        net.cnt0,
+        net.deg,
+        net.l_part,
+        net.dirty,
+        net.lmult,
+    )
+    kpos, books, l_cyc = net.kpos, net.books, net.l_cyc
+    nf = 0
     for v in range(len(vcap)):
         o = vcap[v] > tol
         if o != isopen[v]:
@@ -192,15 +200,15 @@ def toggle(c: Classes, net: Net, tol: float) -> None:
             continue
         if isopen[v]:
             _join_all(
-                ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
-                net.part, net.aend, net.cnt0, net.deg, net.l_part, net.dirty, net.lcls,
-                net.lother, net.lmult, net.kpos, ps,
+                ks, n, up, down, mult, aset, apos, a_up, a_down, a_mult, count, part, aend,
+                cnt0, deg, l_part, dirty, lcls, lother, lmult, kpos, a_rate, a_served,
+                a_least, a_slack, served, least, slack, lapos,
             )  # fmt: skip
         else:
             _leave_all(
-                ks, n, up, down, mult, c.aset, apos, c.a_up, c.a_down, c.a_mult, c.count,
-                c.rate, net.books, net.aend, net.cnt0, net.deg, net.l_cyc, net.dirty,
-                net.lcls, net.lother, net.lmult, net.kpos, ps,
+                ks, n, up, down, mult, aset, apos, a_up, a_down, a_mult, count, rate, books,
+                aend, cnt0, deg, l_cyc, dirty, lcls, lother, lmult, kpos, a_rate, a_served,
+                a_least, a_slack, served, lapos,
             )  # fmt: skip
 
 

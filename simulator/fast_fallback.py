@@ -14,12 +14,13 @@ from grouper.simulator.progressive import links_of, maxmin, space
 
 @kernel
 def _used(c: Classes, net: Net, classes: np.ndarray, n: int) -> None:
-    net.used[:] = 0.0
+    used, rate, mult, up, down = net.used, c.rate, c.mult, c.up, c.down
+    used[:] = 0.0
     for i in range(n):
         k = classes[i]
-        x = c.rate[k] * c.mult[k]
-        net.used[c.up[k]] += x
-        net.used[c.down[k]] += x
+        x = rate[k] * mult[k]
+        used[up[k]] += x
+        used[down[k]] += x
 
 
 @kernel
@@ -50,19 +51,22 @@ def fallback(c: Classes, net: Net, q: int) -> None:
     """A priority cycle: every class at its worst queue (``allocate``'s fallback):
     level by level, max-min over ports in what the levels above left. A class with a
     port left with no capacity (``tol``) gets 0 without taking part, as in the active
-    set (the allocator gives it the tiny level at which that port saturates)."""
+    set (the allocator gives it the tiny level at which that port saturates). The
+    arrays its loops read are taken off the tuples first (an array read off a tuple
+    inside a loop is reference-counted at every pass)."""
     if net.worst_start[0] < 0:  # the plan's first fallback
         by_worst_queue(c.up, c.down, q, net.worst, net.worst_start, net.worst_ports)
     residual = net.cap[::q].copy()
     tol = net.tol[0]
     mu, md, mm, members = net.m_up, net.m_down, net.m_mult, net.m_cls
     worst, ports, mult = net.worst, net.worst_ports, c.mult
+    wstart, m_used, m_rate, rate, pos = net.worst_start, net.m_used, net.m_rate, c.rate, c.pos
     n_pos = 0
     c.a_rate[: c.count[0]] = 0.0  # the rounds' rates go: only the fallback's stand
     every = np.arange(len(residual))
     for b in range(q):
         n = 0
-        for j in range(net.worst_start[b], net.worst_start[b + 1]):
+        for j in range(wstart[b], wstart[b + 1]):
             pu, pd = ports[0, j], ports[1, j]
             if residual[pu] > tol and residual[pd] > tol and mult[worst[j]] > 0:
                 k = worst[j]
@@ -71,17 +75,17 @@ def fallback(c: Classes, net: Net, q: int) -> None:
         if n == 0:
             continue
         links_of(mu, md, mm, n, every, net)
-        net.m_used[: len(residual)] = 0.0
+        m_used[: len(residual)] = 0.0
         lists = (net.astart, net.work[0], net.acls, net.aother, net.amult)
-        maxmin(net.m_rate, residual, every, lists, space(net))
+        maxmin(m_rate, residual, every, lists, space(net))
         for p in range(len(residual)):
-            residual[p] = max(residual[p] - net.m_used[p], 0.0)
+            residual[p] = max(residual[p] - m_used[p], 0.0)
         for i in range(n):
             k = members[i]
-            c.rate[k] = net.m_rate[i]
-            if c.rate[k] > 0.0:
-                c.pos[n_pos] = k
+            rate[k] = m_rate[i]
+            if rate[k] > 0.0:
+                pos[n_pos] = k
                 n_pos += 1
     c.count[1] = n_pos
     net.dirty[:] = True  # every part is filled again
-    _used(c, net, c.pos, n_pos)
+    _used(c, net, pos, n_pos)

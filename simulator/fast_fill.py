@@ -57,11 +57,11 @@ def _parts(c: Classes, net: Net) -> None:
     same rates as long as the parts can be ordered; ``_fill`` finds them again once the
     classes that left outnumber an eighth of the active set, and whenever some parts
     are in cycles (coarse parts could be what makes them so)."""
-    par = net.part
+    par, a_up, a_down = net.part, c.a_up, c.a_down
     for v in range(len(par)):
         par[v] = v
     for i in range(c.count[0]):
-        ru, rd = find_root(par, c.a_up[i]), find_root(par, c.a_down[i])
+        ru, rd = find_root(par, a_up[i]), find_root(par, a_down[i])
         if ru != rd:
             par[max(ru, rd)] = min(ru, rd)
     net.books[0] = 0
@@ -74,15 +74,15 @@ def _unordered_parts(net: Net) -> None:
     which is exact for them), so this costs the classes of the parts in cycles, not the
     whole active set. ``books[0]`` is left as it is: the parts in order may still be
     coarse."""
-    par, l_cyc = net.part, net.l_cyc
+    par, l_cyc, vstart, aend, lother = net.part, net.l_cyc, net.vstart, net.aend, net.lother
     for v in range(len(par)):
         if l_cyc[v]:
             par[v] = v
     for v in range(len(par)):
         if not l_cyc[v]:
             continue
-        for e in range(net.vstart[v], net.aend[v]):
-            o = net.lother[e]
+        for e in range(vstart[v], aend[v]):
+            o = lother[e]
             if o > v:  # each class once: from its lower link
                 ru, ro = find_root(par, v), find_root(par, o)
                 if ru != ro:
@@ -113,18 +113,18 @@ def _order(c: Classes, net: Net) -> None:
     in_cycle = np.zeros(nc, np.bool_)  # by place in the order
     for g in range(ng):
         in_cycle[gstart[g] : gstart[g + 1]] = cyc[g]
-    ls, l_part = net.b_lstart, net.l_part
+    ls, l_part, l_cyc, b_links = net.b_lstart, net.l_part, net.l_cyc, net.b_links
     ls[: nc + 2] = 0
     for v in range(nv):
         l_part[v] = at[comp[v]] if comp[v] >= 0 else -1
-        net.l_cyc[v] = comp[v] >= 0 and in_cycle[l_part[v]]
+        l_cyc[v] = comp[v] >= 0 and in_cycle[l_part[v]]
         if comp[v] >= 0:
             ls[l_part[v] + 2] += 1
     for i in range(2, nc + 2):
         ls[i] += ls[i - 1]
     for v in range(nv):  # ls[p + 1] is the next place of part p: at the end, its end
         if comp[v] >= 0:
-            net.b_links[ls[l_part[v] + 1]] = v
+            b_links[ls[l_part[v] + 1]] = v
             ls[l_part[v] + 1] += 1
     net.books[1], net.books[3], net.books[4], net.books[5] = 0, nc, ng, cyc.sum()
 
@@ -141,24 +141,30 @@ def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
 
 
 @kernel
-def _fill_part(
-    rate: np.ndarray, links: np.ndarray, deg: np.ndarray, cap: np.ndarray,
-    used: np.ndarray, filled: np.ndarray, dirty: np.ndarray, cnt0: np.ndarray, q: int,
-    lists: tuple, ws: tuple,
-) -> None:  # fmt: skip
-    """A part (its ``links``) filled in the capacities the queues above it leave now
-    (``used``), unless its links kept their classes and capacities since its last
-    filling and their use did not jump (it keeps its rates). It takes arrays, not the
-    ``Net``: it is called for every part of every round, and a call passing ``Net``
-    counts references to all its arrays."""
+def _capacities(
+    links: np.ndarray, deg: np.ndarray, cap: np.ndarray, used: np.ndarray,
+    filled: np.ndarray, dirty: np.ndarray, q: int,
+) -> bool:  # fmt: skip
+    """A part's links (``links``) get the capacities the queues above them leave now
+    (``used``) in ``filled``; True when the part must be filled again: a link got other
+    classes, another capacity than it was filled in, or a jump of its use. Else it
+    keeps its rates. Called for every part of every round, it takes the seven arrays
+    it reads: numba counts a reference to every array of a tuple passed to a call."""
     again = False
     for v in links:
         if deg[v] > 0:  # else no class of it is active (``_fill``)
             x = _capacity(v, q, cap, used)
             again |= dirty[v] or x != filled[v]
             filled[v] = x
-    if not again:
-        return
+    return again
+
+
+@kernel
+def _fill_part(
+    rate: np.ndarray, links: np.ndarray, deg: np.ndarray, used: np.ndarray,
+    filled: np.ndarray, cnt0: np.ndarray, lists: tuple, ws: tuple,
+) -> None:  # fmt: skip
+    """A part (its ``links``) filled in its capacities (``filled``)."""
     cnt, m_used = ws[0], ws[5]
     for v in links:
         m_used[v] = 0.0
@@ -176,9 +182,12 @@ def _fill(c: Classes, net: Net, q: int) -> None:
     sweep: the last round's use of those after it counts) as in
     ``allocator_kernel._ordered_round``.
     The parts are found and ordered again only when needed (``fast_active``). Sets
-    ``net.filled`` (each link's capacity at this round's filling) and ``net.used``."""
-    drop_gone(c, net)
+    ``net.filled`` (each link's capacity at this round's filling) and ``net.used``.
+    The arrays the loops read are taken off the tuples before them (an array read off
+    a tuple inside a loop is reference-counted at every pass)."""
     books = net.books
+    if books[2]:
+        drop_gone(c, net)
     if c.count[2] or books[1] > 0:
         if 8 * books[0] > c.count[0]:
             _parts(c, net)
@@ -187,19 +196,20 @@ def _fill(c: Classes, net: Net, q: int) -> None:
             _unordered_parts(net)  # they may be coarse ones: be exact
             _order(c, net)
         c.count[2] = 0
-    for v in range(len(net.vcap)):
-        if net.deg[v] == 0:
-            net.used[v] = 0.0
-            net.filled[v] = net.vcap[v]
+    deg, cap, used, filled, vcap = net.deg, net.cap, net.used, net.filled, net.vcap
+    dirty, cnt0, rate = net.dirty, net.cnt0, c.a_rate
+    for v in range(len(vcap)):
+        if deg[v] == 0:
+            used[v] = 0.0
+            filled[v] = vcap[v]
     # members by their place in the active set: the rates go beside them (``a_rate``)
     lists = (net.vstart, net.aend, net.lapos, net.lother, net.lmult)
     ws, links, ls = space(net), net.b_links, net.b_lstart
     for p in range(books[3]):
-        _fill_part(
-            c.a_rate, links[ls[p] : ls[p + 1]], net.deg, net.cap, net.used, net.filled,
-            net.dirty, net.cnt0, q, lists, ws,
-        )  # fmt: skip
-    net.dirty[:] = False
+        part = links[ls[p] : ls[p + 1]]
+        if _capacities(part, deg, cap, used, filled, dirty, q):
+            _fill_part(rate, part, deg, used, filled, cnt0, lists, ws)
+    dirty[:] = False
 
 
 @kernel
@@ -250,21 +260,22 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         for i in range(c.count[1]):
             c.rate[c.pos[i]] = 0.0
         c.count[3] = 0
-    _virtual_capacity(net.used, net.cap, q, net.vcap)
-    h0, h1 = np.zeros(len(net.used)), np.zeros(len(net.used))
+    used, cap, vcap, again = net.used, net.cap, net.vcap, net.again
+    _virtual_capacity(used, cap, q, vcap)
+    h0, h1 = np.zeros(len(used)), np.zeros(len(used))
     for k in range(MAX_ROUNDS):
         toggle(c, net, tol)
         _fill(c, net, q)
-        _virtual_capacity(net.used, net.cap, q, net.again)
-        if _settled(net.vnum, net.filled, net.again, tol):
+        _virtual_capacity(used, cap, q, again)
+        if _settled(net.vnum, net.filled, again, tol):
             c.count[1] = c.count[0]  # the active set has the rates
             return True
         if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again
-            jump(net.used, h0, h1, net.cap, tol, net.l_cyc, net.dirty)
-            _virtual_capacity(net.used, net.cap, q, net.again)
+            jump(used, h0, h1, cap, tol, net.l_cyc, net.dirty)
+            _virtual_capacity(used, cap, q, again)
         h0, h1 = h1, h0
-        h1[:] = net.used
-        net.vcap[:] = net.again
+        h1[:] = used
+        vcap[:] = again
     fallback(c, net, q)
     c.count[3] = 1
     return False

@@ -55,21 +55,23 @@ def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
     """The flows still moving, class by class, then ``new``: bytes left, last rate.
     The active set's service is written back by class first (these classes are being
     replaced): one pass over the active set, not a lookup per class."""
-    served, rate = c.served, c.rate
+    served, rate, aset, mult, start, flow = c.served, c.rate, c.aset, c.mult, c.start, c.flow
+    a_served, a_rate, key, size = c.a_served, c.a_rate, fl.key, fl.size
+    settled = not c.count[3]  # after a fallback the rates are by class already
     for i in range(c.count[0]):
-        served[c.aset[i]] = c.a_served[i]
-        if not c.count[3]:  # after a fallback the rates are by class already
-            rate[c.aset[i]] = c.a_rate[i]
-    m = c.mult.sum() + len(new)
+        served[aset[i]] = a_served[i]
+        if settled:
+            rate[aset[i]] = a_rate[i]
+    m = mult.sum() + len(new)
     fs, rem, prev = np.empty(m, np.int64), np.empty(m), np.empty(m)
     i = 0
-    for k in range(len(c.mult)):
-        for j in range(c.start[k], c.start[k] + c.mult[k]):
-            f = c.flow[j]
-            fs[i], rem[i], prev[i] = f, fl.key[f] - served[k], rate[k]
+    for k in range(len(mult)):
+        for j in range(start[k], start[k] + mult[k]):
+            f = flow[j]
+            fs[i], rem[i], prev[i] = f, key[f] - served[k], rate[k]
             i += 1
     for f in new:
-        fs[i], rem[i], prev[i] = f, fl.size[f], 0.0
+        fs[i], rem[i], prev[i] = f, size[f], 0.0
         i += 1
     return fs, rem, prev
 
@@ -99,12 +101,13 @@ def rebuild(
     m, nv = len(fs), 2 * hosts * q
     vu, vd = np.empty(m, np.int64), np.empty(m, np.int64)
     used = np.zeros(nv)
+    fup, fdown, fco, fkey, fsize = fl.up, fl.down, fl.co, fl.key, fl.size
     for i in range(m):
         f = fs[i]
-        s, d = fl.up[f], fl.down[f]
+        s, d = fup[f], fdown[f]
         b = rb = default
         if s != d - hosts:  # local flows (they cross ports only with local_on_ports)
-            b, rb = table[row[fl.co[f]], s], table[row[fl.co[f]], d]
+            b, rb = table[row[fco[f]], s], table[row[fco[f]], d]
         vu[i], vd[i] = s * q + b, d * q + rb
         used[vu[i]] += prev[i]
         used[vd[i]] += prev[i]
@@ -115,9 +118,9 @@ def rebuild(
     for i in range(m):
         k, f = ids[i], fs[i]
         up[k], down[k] = vu[i], vd[i]
-        fl.key[f] = rem[i]
+        fkey[f] = rem[i]
         least[k] = min(least[k], rem[i])
-        slack[k] = max(slack[k], EPS * max(1.0, fl.size[f]))
+        slack[k] = max(slack[k], EPS * max(1.0, fsize[f]))
     new_c = Classes(
         up, down, np.diff(starts), starts[:-1].copy(), fs[order], np.zeros(nc), np.zeros(nc),
         least, slack, np.full(nc, -1, np.int64), np.empty(nc, np.int64),
@@ -177,12 +180,18 @@ def _step_length(c: Classes, t: float, nxt: float) -> float:
     fallback."""
     best = np.inf
     if c.count[3]:
+        pos, rate, least, apos, a_served, served = (
+            c.pos,
+            c.rate,
+            c.least,
+            c.apos,
+            c.a_served,
+            c.served,
+        )
         for i in range(c.count[1]):
-            k = c.pos[i]
-            if c.rate[k] > 0.0:
-                best = min(
-                    best, (c.least[k] - _served(k, c.apos, c.a_served, c.served)) / c.rate[k]
-                )
+            k = pos[i]
+            if rate[k] > 0.0:
+                best = min(best, (least[k] - _served(k, apos, a_served, served)) / rate[k])
     else:
         rate, served, least = c.a_rate, c.a_served, c.a_least
         below = np.inf  # best x (1 + 1e-12): a multiplication rules most classes out
@@ -203,19 +212,20 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
     engine) leave it; returns the bytes they were served past their end (<= 0) and
     whether a coflow ended."""
     served = _served(k, c.apos, c.a_served, c.served)
+    flow, key, size, busy, co = c.flow, fl.key, fl.size, fl.busy, fl.co
     s, e = c.start[k], c.start[k] + c.mult[k]
     j, least, slack, extra, ended = s, np.inf, 0.0, 0.0, False
     while j < e:
-        f = c.flow[j]
-        left, thr = fl.key[f] - served, EPS * max(1.0, fl.size[f])
+        f = flow[j]
+        left, thr = key[f] - served, EPS * max(1.0, size[f])
         if left <= thr:
             extra += min(left, 0.0)
-            fl.busy[fl.co[f]] -= 1
-            ended |= fl.busy[fl.co[f]] == 0
+            busy[co[f]] -= 1
+            ended |= busy[co[f]] == 0
             e -= 1  # its rate stays in ``net.used`` until the next filling (``allocate``)
-            c.flow[j], c.flow[e] = c.flow[e], f
+            flow[j], flow[e] = flow[e], f
             continue
-        least, slack = min(least, fl.key[f]), max(slack, thr)
+        least, slack = min(least, key[f]), max(slack, thr)
         j += 1
     lost = c.mult[k] - (e - s)
     c.mult[k] = e - s
@@ -238,21 +248,25 @@ def _serve(c: Classes, fl: Flows, net: Net, dt: float) -> tuple[float, bool]:
     bytes moved are ``dt`` times the uplinks' use (every moving flow crosses one uplink;
     the allocation left each link's rate x flows in ``net.used``), not a sum over the
     classes."""
-    moved, ended = 0.0, False
-    for v in range(len(net.used) // 2):  # uplinks are the first half of the links
-        moved += net.used[v] * dt
+    moved, ended, use = 0.0, False, net.used
+    for v in range(len(use) // 2):  # uplinks are the first half of the links
+        moved += use[v] * dt
     if c.count[3]:  # after a fallback: by class
+        pos, rate, apos, a_served, served = c.pos, c.rate, c.apos, c.a_served, c.served
+        least, slack = c.least, c.slack
         for i in range(c.count[1]):
-            k = c.pos[i]
-            r = c.rate[k]
+            k = pos[i]
+            r = rate[k]
             if r <= 0.0:
                 continue
-            at = c.apos[k]
+            at = apos[k]
             if at >= 0:
-                c.a_served[at] += r * dt
+                a_served[at] += r * dt
+                now = a_served[at]
             else:
-                c.served[k] += r * dt
-            if c.least[k] - _served(k, c.apos, c.a_served, c.served) <= c.slack[k]:
+                served[k] += r * dt
+                now = served[k]
+            if least[k] - now <= slack[k]:
                 extra, done = _rescan(c, fl, net, k)
                 moved += extra
                 ended |= done

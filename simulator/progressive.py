@@ -69,7 +69,7 @@ def links_of(
     ``w.astart[v]`` to ``w.work[0][v]``, each entry's other link and flows beside it in
     ``w.aother`` and ``w.amult``), for members ``0..n-1`` whose links are all in
     ``links``: the work is the members' and those links', not every link's."""
-    cnt, start, ent, cur = w.cnt, w.astart, w.acls, w.work[0]
+    cnt, start, ent, cur, other, flows = w.cnt, w.astart, w.acls, w.work[0], w.aother, w.amult
     for v in links:
         cnt[v] = 0
         cur[v] = 0
@@ -85,7 +85,7 @@ def links_of(
         cur[v] = start[v]
     for i in range(n):
         for v, o in ((mu[i], md[i]), (md[i], mu[i])):
-            ent[cur[v]], w.aother[cur[v]], w.amult[cur[v]] = i, o, mm[i]
+            ent[cur[v]], other[cur[v]], flows[cur[v]] = i, o, mm[i]
             cur[v] += 1
 
 
