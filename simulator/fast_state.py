@@ -243,7 +243,7 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
 @kernel
 def _serve(c: Classes, fl: Flows, net: Net, dt: float) -> tuple[float, bool]:
     """Move every class with a rate ``dt`` on; flows that end leave. After a settled
-    allocation the active set's rates and service lie beside it, so this reads three
+    allocation the active set's rates and service lie beside it, so this reads four
     arrays in order (class by class it was about 10% of sptf's run on FB2010). The
     bytes moved are ``dt`` times the uplinks' use (every moving flow crosses one uplink;
     the allocation left each link's rate x flows in ``net.used``), not a sum over the
