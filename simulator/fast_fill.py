@@ -237,10 +237,10 @@ def _settled(vnum: np.ndarray, filled: np.ndarray, again: np.ndarray, tol: float
 def class_rates(c: Classes) -> np.ndarray:
     """Every class's rate after the last allocation, by class: beside the active set
     (``a_rate``) when it settled, by class (``rate``) when it fell back."""
-    out = c.rate.copy()
+    out, aset, a_rate = c.rate.copy(), c.aset, c.a_rate
     if not c.count[3]:
         for i in range(c.count[0]):
-            out[c.aset[i]] = c.a_rate[i]
+            out[aset[i]] = a_rate[i]
     return out
 
 
