@@ -40,6 +40,8 @@ of a link, that queue moves data at efficiency ``k b / (k b + (k-1) eta)``. With
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy import sparse
 
@@ -47,7 +49,12 @@ EPS = 1e-12
 MAX_ROUNDS = 16
 
 
-def allocate(
+def allocate(*args: Any, **kwargs: Any) -> np.ndarray:
+    """``allocate_settled``'s rates alone."""
+    return allocate_settled(*args, **kwargs)[0]
+
+
+def allocate_settled(
     incidence: sparse.csr_matrix | tuple[np.ndarray, np.ndarray],
     capacity: np.ndarray,
     queue: np.ndarray,
@@ -57,8 +64,10 @@ def allocate(
     per_crossing: bool = False,
     start: np.ndarray | None = None,
     ended: np.ndarray | None = None,
-) -> np.ndarray:
-    """Rates of flows given which links they cross, link ``capacity`` and their queues.
+) -> tuple[np.ndarray, bool]:
+    """Rates of flows given which links they cross, link ``capacity`` and their queues,
+    and whether the rounds settled (False: ``MAX_ROUNDS`` ran out and the worst-queue
+    fallback gave the rates; the engines count these, ``SimResult.fallbacks``).
 
     ``incidence`` is a flow x link matrix (1 where the flow crosses the link) or, faster,
     a pair of arrays (flow index, link index) with one entry per crossing. ``queue`` has
@@ -77,7 +86,7 @@ def allocate(
         raise ValueError(f"ended: {len(ended)} entries for {n} flows")
     rates = np.zeros(n)
     if n == 0 or len(pf) == 0:
-        return rates
+        return rates, True
     capacity = np.asarray(capacity, dtype=float)
     tflow = (
         np.asarray(task, dtype=np.int64)[pf]
@@ -89,7 +98,7 @@ def allocate(
         allocate_kernel,  # numba: compiled when first used
     )
 
-    rates, _settled = allocate_kernel(
+    rates, settled = allocate_kernel(
         pf,
         pl,
         pq,
@@ -103,7 +112,7 @@ def allocate(
         EPS * max(float(capacity.max(initial=0.0)), 1.0),
         MAX_ROUNDS,
     )
-    return rates
+    return rates, bool(settled)
 
 
 def crossings(

@@ -18,6 +18,7 @@ import time
 from grouper.common.errors import ConfigError
 from grouper.common.output import table, write_json
 from grouper.simulator import plots
+from grouper.simulator.report import fell_back
 
 POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper")
 
@@ -69,6 +70,8 @@ def _run_one(
             "seconds": time.perf_counter() - t0,
             "stopped_at": engine.t,
             "events": engine.events,
+            "fallbacks": engine.fallbacks,
+            "allocations": engine.allocations,
             "flows": int(wl.meta["flows"]),
             "coflows": len(wl.cojobs),
             "peak_mb": _peak_mb(),
@@ -81,6 +84,9 @@ def _run_one(
         "load_seconds": loaded,
         "peak_mb": _peak_mb(),
         "events": result.events,
+        # allocations whose rounds ran out: their rates are the worst-queue fallback's
+        "fallbacks": result.fallbacks,
+        "allocations": result.allocations,
         "coflows": len(wl.cojobs),
         "flows": int(wl.meta["flows"]),
         "engine": type(engine).__name__,
@@ -185,12 +191,13 @@ def _vs_fs(runs: dict[str, dict]) -> None:
 def _print(growth: list[dict]) -> None:
     rows = [
         [f"{g['fraction']:g}", str(g["flows"]), p, f"{r['seconds']:.2f}", f"{r['peak_mb']:.0f}",
-         str(r["events"]), f"{r.get('avg_cct', math.nan):.4g}",
+         str(r["events"]), fell_back(r), f"{r.get('avg_cct', math.nan):.4g}",
          f"{r.get('p95_cct', math.nan):.4g}", f"{r.get('avg_cct_vs_fs', math.nan):.3f}"]
         for g in growth
         for p, r in g["policies"].items()
     ]  # fmt: skip
-    header = ["fraction", "flows", "policy", "s", "peak MB", "events", "avg CCT", "p95", "/fs"]
+    header = ["fraction", "flows", "policy", "s", "peak MB", "events", "fell back", "avg CCT",
+              "p95", "/fs"]  # fmt: skip
     print(table(rows, header))
 
 

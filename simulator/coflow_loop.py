@@ -34,6 +34,8 @@ class CoflowLoop:
     events: int
     reschedules: int
     delivered: float
+    allocations: int  # rates computed; of them, rounds that ran out (the fallback's)
+    fallbacks: int
     policy: str
 
     def _load(
@@ -43,7 +45,7 @@ class CoflowLoop:
         host-index arrays, coflow after coflow in arrival order."""
         self.topo, self.policy, self.local_on_ports = topo, policy, local_on_ports
         self.model = sorted(cojobs, key=lambda c: c.arrival)  # stable, as the engine's
-        self.events = self.reschedules = 0
+        self.events = self.reschedules = self.allocations = self.fallbacks = 0
         self.delivered = self.t = 0.0
         self.live = []  # cojobs started and not finished, by index
         self.jobs, self.cojobs = [], []

@@ -140,6 +140,7 @@ def _print_runs(results: dict[str, dict], time_unit: str) -> None:
             f"{r['avg_sct'] / results['fs']['avg_sct']:.3f}"
             if results.get("fs", {}).get("avg_sct")
             else "-",
+            report.fell_back(r),
             f"{r['seconds']:.1f}",
         ]
         for p, r in results.items()
@@ -153,6 +154,7 @@ def _print_runs(results: dict[str, dict], time_unit: str) -> None:
                 "avg JCT",
                 "avg slowdown",
                 "SCT / fs",
+                "fell back",
                 "run s",
             ],
         )

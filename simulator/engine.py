@@ -28,7 +28,7 @@ from grouper.pda.model import Cojob, Job
 from grouper.pda.planning import Planner
 from grouper.pda.policies import knows_survivors, orders_flows
 from grouper.pda.snapshot import FlowTables, build_snapshot
-from grouper.simulator.allocator import allocate
+from grouper.simulator.allocator import allocate_settled
 from grouper.simulator.limits import RunLimits, check_limits
 from grouper.simulator.state import SimCojob, SimJob, SimResult, build_jobs, collect_result
 from grouper.workloads.topology import Topology
@@ -81,6 +81,7 @@ class Engine:
         self.events = 0
         self.reschedules = 0
         self.delivered = 0.0
+        self.allocations = self.fallbacks = 0  # rates computed; of them, rounds run out
         self._flatten()
 
     def _flatten(self) -> None:
@@ -389,7 +390,7 @@ class Engine:
         renum = np.cumsum(live) - 1
         queues = np.where(self.h_first[sel], self.band[hf], self.rband[hf])
         flows = np.flatnonzero(live)
-        rates = allocate(
+        rates, settled = allocate_settled(
             (renum[hf], self.h_link[sel]),
             self.topo.capacity,
             queues,
@@ -399,6 +400,8 @@ class Engine:
             start=self.rate[flows],
             ended=self.remaining[flows] <= EPS,
         )
+        self.allocations += 1
+        self.fallbacks += not settled
         return rates[renum[active]]
 
     def _result(self) -> SimResult:

@@ -175,7 +175,7 @@ class FastEngine(CoflowLoop):
             self.t = nxt
             return
         budget = min(255 - self.events % 256, limits.max_events - self.events)
-        out = np.zeros(4)
+        out = np.zeros(6)
         self.t = advance(
             self.cls, self.flows, self.net, self.q, self.tol, self.t, nxt, max(budget, 0),
             limits.max_time, out,
@@ -184,3 +184,5 @@ class FastEngine(CoflowLoop):
             raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
         self.events += int(out[0])
         self.delivered += float(out[1])
+        self.allocations += int(out[4])
+        self.fallbacks += int(out[5])

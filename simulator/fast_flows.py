@@ -18,7 +18,7 @@ from grouper.pda.planning import Planner
 from grouper.pda.policies import knows_survivors
 from grouper.pda.priorities import QueueConfig
 from grouper.pda.snapshot import FlowTables, build_snapshot
-from grouper.simulator.allocator import allocate
+from grouper.simulator.allocator import allocate_settled
 from grouper.simulator.coflow_loop import CoflowLoop
 from grouper.simulator.fast_state import EPS
 from grouper.simulator.limits import RunLimits
@@ -121,7 +121,11 @@ class FlowFastEngine(CoflowLoop):
         if len(self.act):
             a = self.act
             flows = (self.f_src[a], self.f_dst[a], self.band, self.rband, self.f_cojob[a])
-            rates = flow_rates(flows, self.topo.capacity, self.contention, self.rate, self.ended)
+            rates, settled = flow_rates(
+                flows, self.topo.capacity, self.contention, self.rate, self.ended
+            )
+            self.allocations += 1
+            self.fallbacks += not settled
             pos = rates > 0
             if pos.any():
                 candidates.append(float((self.rem[pos] / rates[pos]).min()))
@@ -157,17 +161,19 @@ def flow_rates(
     penalty: float,
     start: np.ndarray,
     ended: tuple[Flows, np.ndarray] | None = None,
-) -> np.ndarray:
-    """``allocate``'s rates of flows on a big switch (``flows``: uplink, downlink, band,
+) -> tuple[np.ndarray, bool]:
+    """``allocate_settled``'s rates of flows on a big switch (``flows``: uplink, downlink, band,
     receiver band, task of each), warm-started from ``start``: each flow crosses its
     uplink in its band and its downlink in its receiver band. ``ended``: the flows that
-    ended at the last event and their last rates (``allocate``'s ``ended``)."""
+    ended at the last event and their last rates (``allocate``'s ``ended``); and whether
+    the rounds settled."""
     n = len(flows[0])
     if ended is not None and len(ended[1]):
         both = tuple(np.concatenate([a, b]) for a, b in zip(flows, ended[0], strict=True))
         start = np.concatenate([start, ended[1]])
         gone = np.arange(len(start)) >= n
-        return _flow_rates(both, capacity, penalty, start, gone)[:n]  # type: ignore[arg-type]
+        rates, settled = _flow_rates(both, capacity, penalty, start, gone)  # type: ignore[arg-type]
+        return rates[:n], settled
     return _flow_rates(flows, capacity, penalty, start, None)
 
 
@@ -177,7 +183,7 @@ def _flow_rates(
     penalty: float,
     start: np.ndarray,
     gone: np.ndarray | None,
-) -> np.ndarray:
+) -> tuple[np.ndarray, bool]:
     up, down, band, rband, task = flows
     n = len(up)
     pf = np.repeat(np.arange(n, dtype=np.int64), 2)
@@ -185,6 +191,6 @@ def _flow_rates(
     pq = np.empty(2 * n, np.int64)
     pl[0::2], pl[1::2] = up, down
     pq[0::2], pq[1::2] = band, rband
-    return allocate(
+    return allocate_settled(
         (pf, pl), capacity, pq, task, penalty, per_crossing=True, start=start, ended=gone
     )

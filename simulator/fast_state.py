@@ -291,10 +291,13 @@ def advance(
 ) -> float:  # fmt: skip
     """Events from ``t`` on until a coflow ends, the next arrival (``nxt``) is due,
     ``budget`` more events have run or ``max_time`` is passed; returns the new time.
-    ``out``: [events after the first, bytes moved, a coflow ended, stalled]."""
+    ``out``: [events after the first, bytes moved, a coflow ended, stalled, allocations,
+    allocations whose rounds did not settle (the worst-queue fallback)]."""
     out[:] = 0.0
     while True:
-        allocate_classes(c, net, q, tol)
+        out[4] += 1.0
+        if not allocate_classes(c, net, q, tol):
+            out[5] += 1.0
         dt = _step_length(c, t, nxt)
         if not np.isfinite(dt):
             out[3] = 1.0

@@ -141,6 +141,9 @@ def summarize(r: SimResult, alone: dict[tuple[str, int], float]) -> dict:
         "jobs": len(r.jobs),
         "events": r.events,
         "reschedules": r.reschedules,
+        # rates where the rounds did not settle (a priority cycle): the worst-queue fallback's
+        "allocations": r.allocations,
+        "fallbacks": r.fallbacks,
     }
 
 

@@ -65,6 +65,8 @@ class SimResult:
     reschedules: int
     bytes_delivered: float = 0.0  # integral of rates over time
     bytes_expected: float = 0.0  # iterations run x bytes per iteration crossing the network
+    allocations: int = 0  # rates computed (once an event)
+    fallbacks: int = 0  # of them, where the rounds did not settle: worst-queue rates
 
 
 class FinishedRun(Protocol):
@@ -78,6 +80,8 @@ class FinishedRun(Protocol):
     events: int
     reschedules: int
     delivered: float
+    allocations: int
+    fallbacks: int
     local_on_ports: bool
 
 
@@ -114,8 +118,9 @@ def collect_result(engine: FinishedRun) -> SimResult:
     moved = (lambda j: j.size) if engine.local_on_ports else (lambda j: j.size[j.src != j.dst])
     expected = sum(j.done * j.rounds * float(moved(j).sum()) for j in engine.jobs)
     return SimResult(
-        engine.policy, stages, jobs, engine.events, engine.reschedules, engine.delivered, expected
-    )
+        engine.policy, stages, jobs, engine.events, engine.reschedules, engine.delivered,
+        expected, engine.allocations, engine.fallbacks,
+    )  # fmt: skip
 
 
 def build_jobs(

@@ -137,5 +137,6 @@ def test_bench_simulator_reports_every_policy(tmp_path: Path) -> None:
         assert r["seconds"] > r["run_seconds"] > 0 and r["peak_mb"] > 10  # whole child
         assert r["events"] >= 2 and r["engine"] == "FastEngine"
         assert r["events_per_second"] == r["events"] / r["seconds"]  # the same seconds
+        assert 0 <= r["fallbacks"] <= r["allocations"] and r["allocations"] > 0
     assert [g["coflows"] for g in out["growth"]] == [1, 2]
     assert out["policies"]["fs"]["avg_cct_vs_fs"] == 1.0
