@@ -40,7 +40,7 @@ of a link, that queue moves data at efficiency ``k b / (k b + (k-1) eta)``. With
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -49,9 +49,16 @@ EPS = 1e-12
 MAX_ROUNDS = 16
 
 
+class Allocation(NamedTuple):
+    rates: np.ndarray  # each flow's rate
+    settled: bool  # False: ``MAX_ROUNDS`` ran out and the worst-queue fallback decided
+    restart: np.ndarray  # the rates of the rounds' last filling (``rates`` when they
+    #                      settled): the engines' start for the next allocation
+
+
 def allocate(*args: Any, **kwargs: Any) -> np.ndarray:
     """``allocate_settled``'s rates alone."""
-    return allocate_settled(*args, **kwargs)[0]
+    return allocate_settled(*args, **kwargs).rates
 
 
 def allocate_settled(
@@ -64,10 +71,12 @@ def allocate_settled(
     per_crossing: bool = False,
     start: np.ndarray | None = None,
     ended: np.ndarray | None = None,
-) -> tuple[np.ndarray, bool]:
+) -> Allocation:
     """Rates of flows given which links they cross, link ``capacity`` and their queues,
-    and whether the rounds settled (False: ``MAX_ROUNDS`` ran out and the worst-queue
-    fallback gave the rates; the engines count these, ``SimResult.fallbacks``).
+    whether the rounds settled (False: ``MAX_ROUNDS`` ran out and the worst-queue
+    fallback gave the rates; the engines count these, ``SimResult.fallbacks``), and the
+    rates of the rounds' last filling, from which the engines start the next allocation
+    (after a fallback they are closer to the fixed point than the fallback's rates).
 
     ``incidence`` is a flow x link matrix (1 where the flow crosses the link) or, faster,
     a pair of arrays (flow index, link index) with one entry per crossing. ``queue`` has
@@ -86,7 +95,7 @@ def allocate_settled(
         raise ValueError(f"ended: {len(ended)} entries for {n} flows")
     rates = np.zeros(n)
     if n == 0 or len(pf) == 0:
-        return rates, True
+        return Allocation(rates, True, rates)
     capacity = np.asarray(capacity, dtype=float)
     tflow = (
         np.asarray(task, dtype=np.int64)[pf]
@@ -98,7 +107,7 @@ def allocate_settled(
         allocate_kernel,  # numba: compiled when first used
     )
 
-    rates, settled = allocate_kernel(
+    rates, settled, restart = allocate_kernel(
         pf,
         pl,
         pq,
@@ -112,7 +121,7 @@ def allocate_settled(
         EPS * max(float(capacity.max(initial=0.0)), 1.0),
         MAX_ROUNDS,
     )
-    return rates, bool(settled)
+    return Allocation(rates, bool(settled), restart)
 
 
 def crossings(

@@ -123,11 +123,13 @@ def allocate_kernel(
     gone: np.ndarray,
     tol: float,
     max_rounds: int,
-) -> tuple[np.ndarray, bool]:
-    """Rates, and whether the per-link fixed point settled (False: the worst-queue
-    fallback decided). ``tflow`` is the task of every crossing's flow. Flows ``gone``
-    (ended at the last event) count in the use the rounds start from, by their
-    ``start`` rates, and nowhere else: no rate, no task, no queue to settle."""
+) -> tuple[np.ndarray, bool, np.ndarray]:
+    """Rates, whether the per-link fixed point settled (False: the worst-queue
+    fallback decided), and the rates of the last round's filling (the rates when it
+    settled): the next allocation's start. ``tflow`` is the task of every crossing's
+    flow. Flows ``gone`` (ended at the last event) count in the use the rounds start
+    from, by their ``start`` rates, and nowhere else: no rate, no task, no queue to
+    settle."""
     span = pq.max() + 1
     vidx, by_v, v_start = _group(pl * span + pq)  # virtual links sorted: link, then queue
     nv = len(v_start) - 1
@@ -148,6 +150,7 @@ def allocate_kernel(
     used = _use(start if warm else np.zeros(n), pf, vidx, nv)
     h0, h1, moved = np.zeros(nv), np.zeros(nv), np.zeros(nv, np.bool_)
     top = cap_v / cost  # the most use a queue's link can carry
+    rates = np.zeros(n)
     for k in range(max_rounds):
         rates, filled, in_cycle = _ordered_round(
             pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
@@ -161,13 +164,15 @@ def allocate_kernel(
                 settled = False
                 break
         if settled:
-            return rates, True
+            return rates, True, rates
         if k % EVERY == EVERY - 1:
             jump(used, h0, h1, top, tol, in_cycle, moved)
         h0, h1 = h1, used
-    return _by_worst_queue(
-        pf[real], pl[real], pq[real], tflow[real], capacity, penalty, n, tol
-    ), False
+    return (
+        _by_worst_queue(pf[real], pl[real], pq[real], tflow[real], capacity, penalty, n, tol),
+        False,
+        rates,
+    )
 
 
 @kernel

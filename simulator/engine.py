@@ -341,7 +341,7 @@ class Engine:
         if self.period > 0:
             candidates.append(next_period - self.t)
         if len(active):
-            rates = self._rates(active)  # warm-started from the last rates
+            rates, restart = self._rates(active)  # warm-started from ``self.rate``
             pos = rates > 0
             if pos.any():
                 candidates.append(float((self.remaining[active][pos] / rates[pos]).min()))
@@ -349,7 +349,7 @@ class Engine:
             moving = np.zeros(len(self.jobs), dtype=bool)
             moving[self.f_job[active]] = True
             self.rate[moving[self.f_job]] = 0.0
-            self.rate[active] = rates
+            self.rate[active] = restart  # the rounds' last rates (after a fallback too)
         dt = min((c for c in candidates if c > 0), default=math.inf)
         if not math.isfinite(dt):
             raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
@@ -378,10 +378,10 @@ class Engine:
             )
         return active
 
-    def _rates(self, active: np.ndarray) -> np.ndarray:
+    def _rates(self, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rates of the ``active`` flows, each hop served by its own queue (per-link
         strict priority): the sender's NIC by the flow's band, every later hop by its
-        DSCP's."""
+        DSCP's; and the next allocation's start (``Allocation.restart``)."""
         live = np.zeros(len(self.remaining), dtype=bool)
         live[active] = True
         live[self.ended] = True  # their last rates in the use the rounds start from
@@ -390,7 +390,7 @@ class Engine:
         renum = np.cumsum(live) - 1
         queues = np.where(self.h_first[sel], self.band[hf], self.rband[hf])
         flows = np.flatnonzero(live)
-        rates, settled = allocate_settled(
+        got = allocate_settled(
             (renum[hf], self.h_link[sel]),
             self.topo.capacity,
             queues,
@@ -401,8 +401,8 @@ class Engine:
             ended=self.remaining[flows] <= EPS,
         )
         self.allocations += 1
-        self.fallbacks += not settled
-        return rates[renum[active]]
+        self.fallbacks += not got.settled
+        return got.rates[renum[active]], got.restart[renum[active]]
 
     def _result(self) -> SimResult:
         return collect_result(self)

@@ -98,3 +98,5 @@ class Net(NamedTuple):
     kbuf: np.ndarray  # (C,) a flipped link's classes that join or leave
     l_cyc: np.ndarray  # (V,) bool: the link's part is in a cycle (at the last ordering)
     lapos: np.ndarray  # (2C,) beside each active entry of ``lcls``: its place in ``aset``
+    restart: np.ndarray  # (V,) after a fallback, the use of the rounds' last filling:
+    #                      the next allocation starts from it, not the fallback's

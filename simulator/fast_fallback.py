@@ -62,7 +62,10 @@ def fallback(c: Classes, net: Net, q: int) -> None:
     worst, ports, mult = net.worst, net.worst_ports, c.mult
     wstart, m_used, m_rate, rate, pos = net.worst_start, net.m_used, net.m_rate, c.rate, c.pos
     n_pos = 0
-    c.a_rate[: c.count[0]] = 0.0  # the rounds' rates go: only the fallback's stand
+    # the rounds' last rates stay beside the active set (``a_rate``) and their use in
+    # ``net.restart``: the next allocation (or plan) starts from them; the fallback's
+    # rates, by class, are what flows are served at
+    net.restart[:] = net.used
     every = np.arange(len(residual))
     for b in range(q):
         n = 0

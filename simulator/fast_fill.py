@@ -256,11 +256,12 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     keeps its classes' rates; a class that leaves gets 0), so a settled allocation
     copies none; only a fallback's rates, given to classes by worst queue, are taken
     back first (it marked every link dirty: every part is filled again)."""
-    if c.count[3]:
+    used, cap, vcap, again = net.used, net.cap, net.vcap, net.again
+    if c.count[3]:  # after a fallback: from the rounds' last filling, not its rates
         for i in range(c.count[1]):
             c.rate[c.pos[i]] = 0.0
         c.count[3] = 0
-    used, cap, vcap, again = net.used, net.cap, net.vcap, net.again
+        used[:] = net.restart
     _virtual_capacity(used, cap, q, vcap)
     h0, h1 = np.zeros(len(used)), np.zeros(len(used))
     for k in range(MAX_ROUNDS):

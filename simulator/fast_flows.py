@@ -18,7 +18,7 @@ from grouper.pda.planning import Planner
 from grouper.pda.policies import knows_survivors
 from grouper.pda.priorities import QueueConfig
 from grouper.pda.snapshot import FlowTables, build_snapshot
-from grouper.simulator.allocator import allocate_settled
+from grouper.simulator.allocator import Allocation, allocate_settled
 from grouper.simulator.coflow_loop import CoflowLoop
 from grouper.simulator.fast_state import EPS
 from grouper.simulator.limits import RunLimits
@@ -121,20 +121,19 @@ class FlowFastEngine(CoflowLoop):
         if len(self.act):
             a = self.act
             flows = (self.f_src[a], self.f_dst[a], self.band, self.rband, self.f_cojob[a])
-            rates, settled = flow_rates(
-                flows, self.topo.capacity, self.contention, self.rate, self.ended
-            )
+            got = flow_rates(flows, self.topo.capacity, self.contention, self.rate, self.ended)
+            rates = got.rates
             self.allocations += 1
-            self.fallbacks += not settled
+            self.fallbacks += not got.settled
             pos = rates > 0
             if pos.any():
                 candidates.append(float((self.rem[pos] / rates[pos]).min()))
-            self.rate = rates
+            self.rate = got.restart  # the next start (the rounds' last rates)
         dt = min((c for c in candidates if c > 0), default=math.inf)
         if not math.isfinite(dt):
             raise RuntimeError(f"simulation stalled at t={self.t}: no flow can move")
         if len(self.act):
-            moved = np.minimum(self.rem, self.rate * dt)
+            moved = np.minimum(self.rem, rates * dt)
             self.delivered += float(moved.sum())
             left = self.rem - moved
             left[left <= EPS * np.maximum(1.0, self.f_size[self.act])] = 0.0
@@ -161,19 +160,18 @@ def flow_rates(
     penalty: float,
     start: np.ndarray,
     ended: tuple[Flows, np.ndarray] | None = None,
-) -> tuple[np.ndarray, bool]:
+) -> Allocation:
     """``allocate_settled``'s rates of flows on a big switch (``flows``: uplink, downlink, band,
     receiver band, task of each), warm-started from ``start``: each flow crosses its
     uplink in its band and its downlink in its receiver band. ``ended``: the flows that
-    ended at the last event and their last rates (``allocate``'s ``ended``); and whether
-    the rounds settled."""
+    ended at the last event and their last rates (``allocate``'s ``ended``)."""
     n = len(flows[0])
     if ended is not None and len(ended[1]):
         both = tuple(np.concatenate([a, b]) for a, b in zip(flows, ended[0], strict=True))
         start = np.concatenate([start, ended[1]])
         gone = np.arange(len(start)) >= n
-        rates, settled = _flow_rates(both, capacity, penalty, start, gone)  # type: ignore[arg-type]
-        return rates[:n], settled
+        got = _flow_rates(both, capacity, penalty, start, gone)  # type: ignore[arg-type]
+        return Allocation(got.rates[:n], got.settled, got.restart[:n])
     return _flow_rates(flows, capacity, penalty, start, None)
 
 
@@ -183,7 +181,7 @@ def _flow_rates(
     penalty: float,
     start: np.ndarray,
     gone: np.ndarray | None,
-) -> tuple[np.ndarray, bool]:
+) -> Allocation:
     up, down, band, rband, task = flows
     n = len(up)
     pf = np.repeat(np.arange(n, dtype=np.int64), 2)

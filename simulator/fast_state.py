@@ -57,11 +57,12 @@ def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
     replaced): one pass over the active set, not a lookup per class."""
     served, rate, aset, mult, start, flow = c.served, c.rate, c.aset, c.mult, c.start, c.flow
     a_served, a_rate, key, size = c.a_served, c.a_rate, fl.key, fl.size
-    settled = not c.count[3]  # after a fallback the rates are by class already
+    if c.count[3]:  # after a fallback: the rounds' last rates are the start, not its own
+        for i in range(c.count[1]):
+            rate[c.pos[i]] = 0.0
     for i in range(c.count[0]):
         served[aset[i]] = a_served[i]
-        if settled:
-            rate[aset[i]] = a_rate[i]
+        rate[aset[i]] = a_rate[i]
     m = mult.sum() + len(new)
     fs, rem, prev = np.empty(m, np.int64), np.empty(m), np.empty(m)
     i = 0
@@ -170,6 +171,7 @@ def _net(
         np.zeros(nv, np.int64), np.full(nv, -1, np.int64), lcls, other,
         np.zeros(2 * nc, np.int64), vstart[:-1].copy(), kpos,
         np.empty(nc, np.int64), np.zeros(nv, np.bool_), np.empty(2 * nc, np.int64),
+        z.copy(),
     )  # fmt: skip
 
 

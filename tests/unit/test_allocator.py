@@ -197,17 +197,19 @@ def _kernel(pf: list, pl: list, pq: list, start: list, gone: list, rounds: int) 
 def test_a_flow_that_ended_holds_its_queue_in_the_first_round_only() -> None:
     """Flow 0 ended at rate 1 on link 0's top queue; flow 1 waits below it. The first
     round starts from flow 0's use, so queue 1 is closed and the round does not settle
-    (one round: the fallback decides); the second gives flow 1 the link."""
+    (one round: the fallback decides); the second gives flow 1 the link. The next
+    allocation's start is the last round's rates: flow 1's 0 after the fallback (which
+    gave it the link), its rate once the rounds settle."""
     case = ([0, 1], [0, 0], [0, 1], [1.0, 0.0], [True, False])
-    rates, settled = _kernel(*case, rounds=1)
-    assert not settled
-    rates, settled = _kernel(*case, rounds=2)
-    assert settled and rates.tolist() == [0.0, 1.0]
+    rates, settled, restart = _kernel(*case, rounds=1)
+    assert not settled and rates.tolist() == [0.0, 1.0] and restart.tolist() == [0.0, 0.0]
+    rates, settled, restart = _kernel(*case, rounds=2)
+    assert settled and rates.tolist() == restart.tolist() == [0.0, 1.0]
 
 
 def test_a_queue_that_holds_only_flows_that_ended_is_not_waited_for() -> None:
     """Link 0 holds only flows that ended (its queue 1's capacity moves when queue 0's
     use goes); link 1's flow settles in the first round: so does the allocation."""
-    rates, settled = _kernel([0, 1, 2], [0, 0, 1], [0, 1, 0], [1.0, 0.5, 0.0],
+    rates, settled, _ = _kernel([0, 1, 2], [0, 0, 1], [0, 1, 0], [1.0, 0.5, 0.0],
                              [True, True, False], rounds=1)  # fmt: skip
     assert settled and rates.tolist() == [0.0, 0.0, 1.0]

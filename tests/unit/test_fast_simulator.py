@@ -136,7 +136,9 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None
         got, rates = np.zeros(n), class_rates(cls)
         for k in range(len(cls.mult)):
             got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = rates[k]
-        want, ok = flow_rates((up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n))
+        want, ok, _ = flow_rates(
+            (up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n)
+        )
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
         assert settled == ok  # the same allocations fall back
     # priority cycles were among them: parts in a cycle in 670 allocations, and 20 did
@@ -192,10 +194,18 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start(
             gone = was & ~alive  # ended at the last event
             moving = (up[alive], down[alive], band[alive], rband[alive], kind[alive])
             ended = ((up[gone], down[gone], band[gone], rband[gone], kind[gone]), last[gone])
-            want, ok = flow_rates(moving, cap, 0.0, last[alive], ended)
+            want, ok, restart = flow_rates(moving, cap, 0.0, last[alive], ended)
             np.testing.assert_allclose(got[alive], want, rtol=1e-9, atol=1e-12)
             assert settled == ok  # the same allocations fall back
-            last, was = np.where(alive, got, 0.0), alive
+            # the next start: the rounds' last rates, kept beside the active set (after a
+            # fallback too, where the flows move at the fallback's rates)
+            kept = np.zeros(len(cls.mult))
+            kept[cls.aset[: cls.count[0]]] = cls.a_rate[: cls.count[0]]
+            start = np.zeros(n)
+            for k in range(len(cls.mult)):
+                start[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = kept[k]
+            np.testing.assert_allclose(start[alive], restart, rtol=1e-9, atol=1e-12)
+            last, was = np.where(alive, start, 0.0), alive
             dt = _step_length(cls, t, np.inf)
             assert np.isfinite(dt)
             _serve(cls, flows, net, dt)

@@ -171,7 +171,7 @@ def test_the_engine_serves_the_first_hop_by_band_and_later_hops_by_dscp_queue():
     for j, (band, rband) in zip(eng.jobs, [(1, 5), (2, 1)], strict=True):
         eng._start_comm(j)
         j.band[:], j.rband[:] = band, rband
-    rates = eng._rates(eng._active_flows())
+    rates, _ = eng._rates(eng._active_flows())
     assert rates == pytest.approx([10.0, 0.0])
 
 
