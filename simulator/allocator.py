@@ -30,7 +30,10 @@ a lower queue gets exactly what the higher ones leave. Bands mapped from one glo
 order never loop back on one port, but on a leaf-spine flows ranked for different
 receivers meet on spine links and can close a cycle; an allocation that has not
 settled after ``MAX_ROUNDS`` falls back to filling every flow at its worst queue on the
-path (feasible and work-conserving: the model before per-link queues).
+path (feasible and work-conserving: the model before per-link queues). The engines
+serve the fallback's rates but start the next allocation from the rounds' last filling
+(``Allocation.restart``): the fallback's rates are far from the fixed point (54% of the
+total, L1, in FB2010's busy stretch), and rounds started from them fell back again.
 
 Optional contention penalty (Wang et al., Eq. 5: k concurrent tasks take
 ``a + k b M + (k-1) eta M``): when flows of ``k`` distinct tasks (jobs) share one queue
