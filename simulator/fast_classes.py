@@ -38,7 +38,8 @@ class Classes(NamedTuple):
     #                     the last allocation fell back]
     # beside ``aset[i]``, so that an event reads the active set's service in order, not
     # class by class (``fast_state._step_length``, ``_serve``):
-    a_rate: np.ndarray  # its rate (at its part's last filling; 0 after a fallback)
+    a_rate: np.ndarray  # its rate at its part's last filling (after a fallback, the
+    #                     rounds' last: the next start; the flows move at ``rate``)
     a_served: np.ndarray  # its ``served``, kept here while it is active
     a_least: np.ndarray  # its ``least`` and ``slack``, copies
     a_slack: np.ndarray
