@@ -18,7 +18,6 @@ import time
 from grouper.common.errors import ConfigError
 from grouper.common.output import table, write_json
 from grouper.simulator import plots
-from grouper.simulator.report import fell_back
 
 POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper")
 
@@ -199,6 +198,15 @@ def _print(growth: list[dict]) -> None:
     header = ["fraction", "flows", "policy", "s", "peak MB", "events", "fell back", "avg CCT",
               "p95", "/fs"]  # fmt: skip
     print(table(rows, header))
+
+
+def fell_back(run: dict) -> str:
+    """The share of a run's allocations that fell back (rounds that did not settle: the
+    worst-queue fallback's rates), for the tables of ``bench`` and ``simulate``. Here,
+    not in ``report``: the command line imports this module at its start, and
+    ``report`` brings the engines and numba (an agent must not load them)."""
+    n = run.get("allocations", 0)
+    return f"{run['fallbacks'] / n:.1%}" if n else "-"
 
 
 def add_bench_simulator(add: object) -> None:

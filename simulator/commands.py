@@ -16,6 +16,7 @@ from grouper.common.queues import QueueConfig
 from grouper.pda.lowerbound import lp_lower_bound
 from grouper.pda.snapshot import build_snapshot
 from grouper.simulator import report
+from grouper.simulator.bench import fell_back
 from grouper.simulator.limits import RunLimits
 from grouper.simulator.run import link_goodput, run_policies, topology_of
 from grouper.workloads import load_workload
@@ -140,7 +141,7 @@ def _print_runs(results: dict[str, dict], time_unit: str) -> None:
             f"{r['avg_sct'] / results['fs']['avg_sct']:.3f}"
             if results.get("fs", {}).get("avg_sct")
             else "-",
-            report.fell_back(r),
+            fell_back(r),
             f"{r['seconds']:.1f}",
         ]
         for p, r in results.items()

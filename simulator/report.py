@@ -78,10 +78,3 @@ def plot_sweep(
     for name, ys in series.items():
         ax.plot(xs, ys, marker="o", label=name)
     return plots.finish(fig, ax, path, xlabel, ylabel, title)
-
-
-def fell_back(run: dict) -> str:
-    """The share of a run's allocations that fell back (rounds that did not settle: the
-    worst-queue fallback's rates), for the tables of ``simulate`` and ``bench``."""
-    n = run.get("allocations", 0)
-    return f"{run['fallbacks'] / n:.1%}" if n else "-"

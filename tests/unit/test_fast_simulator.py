@@ -246,7 +246,7 @@ CYCLE = """3 4
 def test_allocations_that_fell_back_are_counted_alike_and_reported() -> None:
     """Both engines count the allocations whose rounds ran out (the worst-queue
     fallback's rates), and ``simulate``'s summary and table report them."""
-    from grouper.simulator.report import fell_back
+    from grouper.simulator.bench import fell_back
     from grouper.simulator.run import run_policies
 
     wl = trace_workload(parse_coflow_trace(CYCLE), gbps=0.008)
