@@ -43,7 +43,7 @@ of a link, that queue moves data at efficiency ``k b / (k b + (k-1) eta)``. With
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -59,9 +59,22 @@ class Allocation(NamedTuple):
     #                      settled): the engines' start for the next allocation
 
 
-def allocate(*args: Any, **kwargs: Any) -> np.ndarray:
+def allocate(
+    incidence: sparse.csr_matrix | tuple[np.ndarray, np.ndarray],
+    capacity: np.ndarray,
+    queue: np.ndarray,
+    task: np.ndarray | None = None,
+    penalty: float = 0.0,
+    *,
+    per_crossing: bool = False,
+    start: np.ndarray | None = None,
+    ended: np.ndarray | None = None,
+) -> np.ndarray:
     """``allocate_settled``'s rates alone."""
-    return allocate_settled(*args, **kwargs).rates
+    return allocate_settled(
+        incidence, capacity, queue, task, penalty,
+        per_crossing=per_crossing, start=start, ended=ended,
+    ).rates  # fmt: skip
 
 
 def allocate_settled(

@@ -1,6 +1,6 @@
 """The fast path's worst-queue fallback (numba): where the allocator's rounds do not
 settle (a priority cycle), every class is filled at its worst queue, level by level,
-max-min over the ports in what the levels above left (``allocator._by_worst_queue``).
+max-min over the ports in what the levels above left (``allocator_kernel._by_worst_queue``).
 """
 
 from __future__ import annotations
@@ -10,6 +10,15 @@ import numpy as np
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.kernel import kernel
 from grouper.simulator.progressive import links_of, maxmin, space
+
+
+@kernel(inline="always")
+def drop_fallback_rates(c: Classes) -> None:
+    """After a fallback: its by-class rates (the classes in ``pos``) back to 0, so the
+    next start is the rounds' last filling, kept beside the active set (``a_rate``)."""
+    rate, pos = c.rate, c.pos
+    for i in range(c.count[1]):
+        rate[pos[i]] = 0.0
 
 
 @kernel

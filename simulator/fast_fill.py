@@ -43,7 +43,7 @@ from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_active import drop_gone, toggle
 from grouper.simulator.fast_classes import Classes, Net
-from grouper.simulator.fast_fallback import fallback
+from grouper.simulator.fast_fallback import drop_fallback_rates, fallback
 from grouper.simulator.kernel import kernel
 from grouper.simulator.progressive import maxmin, space
 from grouper.simulator.queue_order import component_order, find_root
@@ -258,8 +258,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     back first (it marked every link dirty: every part is filled again)."""
     used, cap, vcap, again = net.used, net.cap, net.vcap, net.again
     if c.count[3]:  # after a fallback: from the rounds' last filling, not its rates
-        for i in range(c.count[1]):
-            c.rate[c.pos[i]] = 0.0
+        drop_fallback_rates(c)
         c.count[3] = 0
         used[:] = net.restart
     _virtual_capacity(used, cap, q, vcap)

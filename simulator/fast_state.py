@@ -17,6 +17,7 @@ import numpy as np
 
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.fast_fallback import drop_fallback_rates
 from grouper.simulator.fast_fill import allocate_classes
 from grouper.simulator.grouping import csr, runs
 from grouper.simulator.kernel import kernel
@@ -58,8 +59,7 @@ def _moving(c: Classes, fl: Flows, new: np.ndarray) -> tuple:
     served, rate, aset, mult, start, flow = c.served, c.rate, c.aset, c.mult, c.start, c.flow
     a_served, a_rate, key, size = c.a_served, c.a_rate, fl.key, fl.size
     if c.count[3]:  # after a fallback: the rounds' last rates are the start, not its own
-        for i in range(c.count[1]):
-            rate[c.pos[i]] = 0.0
+        drop_fallback_rates(c)
     for i in range(c.count[0]):
         served[aset[i]] = a_served[i]
         rate[aset[i]] = a_rate[i]
