@@ -140,3 +140,22 @@ def test_bench_simulator_reports_every_policy(tmp_path: Path) -> None:
         assert 0 <= r["fallbacks"] <= r["allocations"] and r["allocations"] > 0
     assert [g["coflows"] for g in out["growth"]] == [1, 2]
     assert out["policies"]["fs"]["avg_cct_vs_fs"] == 1.0
+
+
+def test_warm_up_runs_both_coflow_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make setup`` compiles the fast paths with ``run.warm_up``: its tiny trace has to
+    go through both coflow engines (the contention penalty's too), or the first trace
+    simulated after an install compiles them (about 40 s)."""
+    from grouper.simulator import run
+
+    seen: list[str] = []
+    real = run.engine_for
+
+    def spy(*args: object, **kwargs: object) -> object:
+        engine = real(*args, **kwargs)  # type: ignore[arg-type]
+        seen.append(type(engine).__name__)
+        return engine
+
+    monkeypatch.setattr(run, "engine_for", spy)
+    run.warm_up()
+    assert seen == ["FastEngine", "FlowFastEngine"]
