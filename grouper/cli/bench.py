@@ -65,6 +65,20 @@ def _cmd_bench_datapath(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_bench_pooled_queue(args: argparse.Namespace) -> int:
+    from grouper.experiments.pooled_queue import bench_pooled_queue
+
+    return bench_pooled_queue(args.cases, args.mbps, args.seconds, args.json)
+
+
+def _cases(text: str) -> list[str]:
+    """``ab,ba,abc`` or some of them (experiments/pooled_queue.py's cases)."""
+    cases = text.split(",")
+    if not all(c in ("ab", "ba", "abc") for c in cases):
+        raise argparse.ArgumentTypeError(f"must be some of ab,ba,abc; got {text[:20]!r}")
+    return cases
+
+
 RUNS = T.count(3, 1000)  # timed runs; the median of at least three is reported
 
 
@@ -175,6 +189,14 @@ def _add_kernel_benches(add: T.Add) -> None:
     bd.add_argument(
         "--interval", type=T.real(0.01, 10), default=0.1, help="agent discovery interval (s)"
     )
+    bp = add(
+        "pooled-queue",
+        _cmd_bench_pooled_queue,
+        "two flows in two NIC bands and one switch queue: TCP's rates and the model's (root)",
+    )
+    bp.add_argument("--mbps", type=T.real(1, 1000), default=20.0, help="every link")
+    bp.add_argument("--seconds", type=T.real(1, 600), default=10.0, help="measured, per case")
+    bp.add_argument("--cases", type=_cases, default=["ab", "ba", "abc"], help="ab,ba,abc")
     bdp = add(
         "datapath",
         _cmd_bench_datapath,

@@ -45,6 +45,7 @@ PRIVILEGED = {
     "bench reaction",
     "bench discovery",
     "bench datapath",
+    "bench pooled-queue",  # tests/emulation/test_pooled_queue.py
     "status",  # asks running agents and a coordinator: tests/kernel/test_prometheus.py
 }
 

@@ -1,0 +1,38 @@
+"""Where the per-link model has a continuum of fixed points (two flows from one host in
+two NIC bands and one queue of the receiver's switch port), real TCP settles at one
+end of it: the NIC's strict priority decides, whichever flow started first. With a
+third sender into the same port the fixed point is unique, and TCP shares the port.
+(``experiments/pooled_queue.py``; the simulator picks 1/2 each in the first case:
+docs/simulator-speed.md.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from grouper.experiments.pooled_queue import run
+
+MBPS = 20.0
+
+
+def test_the_nic_priority_decides_a_switch_queue_only_it_feeds():
+    """Through the command, as a user runs it: its whole standard output is the JSON."""
+    argv = ["bench", "pooled-queue", "--cases", "ab,ba", "--seconds", "5", "--json", "-"]
+    done = subprocess.run(
+        [sys.executable, "-m", "grouper.cli", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    cases = json.loads(done.stdout)["cases"]
+    for case in ("ab", "ba"):  # ba: b alone at the whole port first
+        got = cases[case]["measured"]
+        assert got["a"] > 0.8 * MBPS, (case, got)
+        assert got["b"] < 0.1 * MBPS, (case, got)
+
+
+def test_a_second_sender_makes_the_switch_port_the_shared_bottleneck():
+    r = run(["abc"], MBPS, 5.0)["cases"]["abc"]
+    got = r["measured"]
+    assert sum(got.values()) > 0.8 * MBPS, got
+    assert all(0.1 * MBPS < x < 0.6 * MBPS for x in got.values()), got
+    assert r["model"] == {f: round(MBPS / 3, 3) for f in "abc"}, r
