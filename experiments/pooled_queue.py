@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import time
 
@@ -107,27 +108,26 @@ async def _measure(bench: Bench, case: str, seconds: float) -> dict[str, float]:
     got = dict.fromkeys(flows, 0)
     stop = asyncio.Event()
     tasks: list[asyncio.Task] = []
+    socks: list[socket.socket] = []  # every socket made, closed on the way out
 
-    async def receive(listener: object, flow: str) -> None:
-        conn, _ = await loop.sock_accept(listener)  # type: ignore[arg-type]
+    async def receive(listener: socket.socket, flow: str) -> None:
+        conn, _ = await loop.sock_accept(listener)
+        socks.append(conn)
         buf = bytearray(CHUNK)
         while not stop.is_set() and (n := await loop.sock_recv_into(conn, buf)):
             got[flow] += n
-        conn.close()
 
     async def send(flow: str) -> None:
         sock = await threads[SENDER[flow]].connect(bench.addr["h2"], PORTS[flow])
+        socks.append(sock)
         data = bytes(CHUNK)
-        try:
-            while not stop.is_set():
-                await loop.sock_sendall(sock, data)
-        except OSError:
-            pass
-        sock.close()
+        while not stop.is_set():
+            await loop.sock_sendall(sock, data)
 
     try:
         for flow in flows:
             listener = await threads["h2"].listen(bench.addr["h2"], PORTS[flow])
+            socks.append(listener)
             tasks.append(asyncio.create_task(receive(listener, flow)))
         for i, flow in enumerate(flows):
             if case == "ba" and i == 1:
@@ -143,6 +143,8 @@ async def _measure(bench: Bench, case: str, seconds: float) -> dict[str, float]:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for sock in socks:
+            sock.close()
         for t in threads.values():
             t.close()
 
