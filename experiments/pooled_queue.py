@@ -34,8 +34,8 @@ from grouper.agent.kernel import netns
 from grouper.common.errors import ConfigError
 from grouper.common.output import write_json
 from grouper.common.queues import QueueConfig
-from grouper.common.strict_priority import leaf_minor, strict_priority_classes
-from grouper.topologies.leafspine import switch_queue_commands
+from grouper.common.strict_priority import leaf_minor
+from grouper.topologies.leafspine import strict_priority_commands, switch_queue_commands
 from grouper.trafficgen.netns import NetnsThread
 
 CASES = ("ab", "ba", "abc")
@@ -50,15 +50,7 @@ CHUNK = 64 * 1024
 def nic_commands(dev: str, mbps: float) -> list[str]:
     """Strict priority on a NIC: the agents' HTB tree with two bands, a flow's band
     chosen by its destination port."""
-    cmds = [f"tc qdisc replace dev {dev} root handle 1: htb default {leaf_minor(1):x}"]
-    for c in strict_priority_classes(2, int(mbps * 1e6 / 8), QueueConfig().min_share):
-        parent = f"1:{c.parent_minor:x}" if c.parent_minor else "1:"
-        cmds.append(
-            f"tc class add dev {dev} parent {parent} classid 1:{c.minor:x} htb "
-            f"rate {c.rate * 8}bit ceil {c.ceil * 8}bit prio {c.prio} quantum 1514"
-        )
-    for band in (0, 1):
-        cmds.append(f"tc qdisc add dev {dev} parent 1:{leaf_minor(band):x} pfifo limit 100")
+    cmds = strict_priority_commands(dev, mbps, 2, QueueConfig().min_share, 1)
     for flow, port in PORTS.items():
         cmds.append(
             f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dport "
@@ -153,7 +145,7 @@ def model_rates(case: str, mbps: float) -> dict[str, float]:
     """The simulator's per-link model on the same links (h1's NIC, h3's NIC, the
     switch port), every flow started from nothing as a new flow is (``ba``: ``a``
     started with ``b`` at the whole port, as the engines' warm start gives)."""
-    from grouper.simulator.allocator import allocate
+    from grouper.simulator.allocator import allocate_settled
 
     flows = list(case)
     nic = {"h1": 0, "h3": 1}
@@ -161,7 +153,7 @@ def model_rates(case: str, mbps: float) -> dict[str, float]:
     pl = np.array([x for f in flows for x in (nic[SENDER[f]], 2)])
     pq = np.array([x for f in flows for x in (NIC_BAND[f], 0)])
     start = np.array([1.0 if (case == "ba" and f == "b") else 0.0 for f in flows])
-    rates = allocate((pf, pl), np.ones(3), pq, per_crossing=True, start=start)
+    rates = allocate_settled((pf, pl), np.ones(3), pq, per_crossing=True, start=start).rates
     return {f: round(float(r) * mbps, 3) for f, r in zip(flows, rates, strict=True)}
 
 
@@ -177,12 +169,14 @@ def run(cases: list[str], mbps: float, seconds: float) -> dict:
     return out
 
 
-def bench_pooled_queue(cases: list[str], mbps: float, seconds: float, json_path: str | None) -> int:
-    """``grouper bench pooled-queue``: every case measured, with the model's rates
-    beside; ranges are checked where the CLI reads them (``grouper.cli.argtypes``)."""
+def bench_pooled_queue(
+    cases: list[str] | None, mbps: float, seconds: float, json_path: str | None
+) -> int:
+    """``grouper bench pooled-queue``: the ``cases`` (None: all) measured, with the
+    model's rates beside; ranges are checked where the CLI reads them."""
     if os.geteuid() != 0:
         raise ConfigError("bench pooled-queue", "needs root (it creates network namespaces)")
-    result = run(cases, mbps, seconds)
+    result = run(cases or list(CASES), mbps, seconds)
     for case, r in result["cases"].items():
         print(f"{case}: measured {r['measured']} Mbit/s; model {r['model']} Mbit/s")
     write_json(result, json_path)

@@ -59,24 +59,6 @@ class Allocation(NamedTuple):
     #                      settled): the engines' start for the next allocation
 
 
-def allocate(
-    incidence: sparse.csr_matrix | tuple[np.ndarray, np.ndarray],
-    capacity: np.ndarray,
-    queue: np.ndarray,
-    task: np.ndarray | None = None,
-    penalty: float = 0.0,
-    *,
-    per_crossing: bool = False,
-    start: np.ndarray | None = None,
-    ended: np.ndarray | None = None,
-) -> np.ndarray:
-    """``allocate_settled``'s rates alone."""
-    return allocate_settled(
-        incidence, capacity, queue, task, penalty,
-        per_crossing=per_crossing, start=start, ended=ended,
-    ).rates  # fmt: skip
-
-
 def allocate_settled(
     incidence: sparse.csr_matrix | tuple[np.ndarray, np.ndarray],
     capacity: np.ndarray,
@@ -145,7 +127,7 @@ def crossings(
     queue: np.ndarray,
     per_crossing: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """``allocate``'s inputs as one entry per link crossing: (flow, link, queue of the
+    """``allocate_settled``'s inputs as one entry per link crossing: (flow, link, queue of the
     flow on that link) and the number of flows."""
     if isinstance(incidence, tuple):
         pf, pl = (np.asarray(a, dtype=np.int64) for a in incidence)
@@ -168,5 +150,6 @@ def warm_up() -> None:
     """Compile the kernel now (a few seconds the first time, then loaded from numba's
     disk cache) rather than in the first simulated event."""
     pairs = (np.array([0, 0, 1]), np.array([0, 1, 1]))
-    allocate(pairs, np.ones(2), np.array([0, 1, 0]), np.array([0, 1]), 0.5, per_crossing=True)
-    allocate(pairs, np.ones(2), np.array([0, 1, 0]), per_crossing=True, start=np.ones(2))
+    q = np.array([0, 1, 0])
+    allocate_settled(pairs, np.ones(2), q, np.array([0, 1]), 0.5, per_crossing=True)
+    allocate_settled(pairs, np.ones(2), q, per_crossing=True, start=np.ones(2))

@@ -94,7 +94,7 @@ class Engine:
         self.f_size = np.concatenate([j.size for j in self.jobs]) if self.jobs else np.zeros(0)
         self.remaining = np.zeros(nflows)
         self.rate = np.zeros(nflows)  # last rates (the allocator's warm start)
-        self.ended = np.zeros(0, np.int64)  # flows that ended at the last step (``allocate``)
+        self.ended = np.zeros(0, np.int64)  # ended at the last step (the allocator's ``ended``)
         self.band = np.full(nflows, -1, dtype=np.int64)  # -1: not planned yet
         self.rband = np.full(nflows, -1, dtype=np.int64)
         paths = [p for j in self.jobs for p in j.paths]

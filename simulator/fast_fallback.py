@@ -57,7 +57,7 @@ def by_worst_queue(
 
 @kernel
 def fallback(c: Classes, net: Net, q: int) -> None:
-    """A priority cycle: every class at its worst queue (``allocate``'s fallback):
+    """A priority cycle: every class at its worst queue (``allocate_settled``'s fallback):
     level by level, max-min over ports in what the levels above left. A class with a
     port left with no capacity (``tol``) gets 0 without taking part, as in the active
     set (the allocator gives it the tiny level at which that port saturates). The

@@ -249,7 +249,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     """Every class's rate (``class_rates``), warm-started from ``net.used``; their use
     in ``net.used``. True when the fixed point settled: the rates are then beside the
     active set (``a_rate``; ``count[1]`` of them), and every other class has rate 0.
-    False when it did not and the worst-queue fallback decided (as ``allocate``): the
+    False when it did not and the worst-queue fallback decided (as ``allocate_settled``): the
     rates are then by class (``rate``), the classes with one in ``pos``.
 
     The filling writes the active classes' rates in place (a part not filled again

@@ -4,7 +4,7 @@
 (no contention penalty: every coflow trace); with the penalty on (Wang et al., Eq. 5) a
 queue's efficiency depends on how many coflows share it, so rates are not the same per
 class of flows and this engine, the fast path before #32's rewrite, gives them flow by
-flow through ``allocate``.
+flow through ``allocate_settled``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 class FlowFastEngine(CoflowLoop):
     """The engine's semantics on coflow-shaped workloads (:func:`coflow_shaped`), flows
-    in flat arrays, rates through ``allocate`` (used with the contention penalty on)."""
+    in flat arrays, rates through ``allocate_settled`` (used with the contention penalty on)."""
 
     def __init__(
         self,
@@ -164,7 +164,7 @@ def flow_rates(
     """``allocate_settled``'s rates of flows on a big switch (``flows``: uplink, downlink, band,
     receiver band, task of each), warm-started from ``start``: each flow crosses its
     uplink in its band and its downlink in its receiver band. ``ended``: the flows that
-    ended at the last event and their last rates (``allocate``'s ``ended``)."""
+    ended at the last event and their last rates (``allocate_settled``'s ``ended``)."""
     n = len(flows[0])
     if ended is not None and len(ended[1]):
         both = tuple(np.concatenate([a, b]) for a, b in zip(flows, ended[0], strict=True))

@@ -224,7 +224,7 @@ def _rescan(c: Classes, fl: Flows, net: Net, k: int) -> tuple[float, bool]:
             extra += min(left, 0.0)
             busy[co[f]] -= 1
             ended |= busy[co[f]] == 0
-            e -= 1  # its rate stays in ``net.used`` until the next filling (``allocate``)
+            e -= 1  # its rate stays in ``net.used`` until the next filling (``allocate_settled``)
             flow[j], flow[e] = flow[e], f
             continue
         least, slack = min(least, key[f]), max(slack, thr)

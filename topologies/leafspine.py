@@ -79,24 +79,32 @@ PAYLOAD_SHARE = 1448 / 1514
 RTO_MIN = "10ms"  # hosts' per-route TCP retransmission timeout floor
 
 
-def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[str]:
-    """tc commands giving ``dev`` the cluster's DSCP-keyed strict-priority queues."""
-    qmap = switch_queue_map(queues)  # the map grouper switch-config writes for switches
-    classes = strict_priority_classes(queues.queues, int(mbps * 1e6 / 8), queues.min_share)
-    cmds = [
-        f"tc qdisc replace dev {dev} root handle 1: htb default {leaf_minor(qmap.default_band):x}"
-    ]
+def strict_priority_commands(
+    dev: str, mbps: float, bands: int, min_share: float, default_band: int
+) -> list[str]:
+    """tc commands giving ``dev`` strict priority over ``bands`` (the HTB tree of
+    :mod:`grouper.common.strict_priority`, a shallow pfifo per band), unclassified
+    packets in ``default_band``; the filters that choose a band are the caller's."""
+    classes = strict_priority_classes(bands, int(mbps * 1e6 / 8), min_share)
+    cmds = [f"tc qdisc replace dev {dev} root handle 1: htb default {leaf_minor(default_band):x}"]
     for c in classes:
         parent = f"1:{c.parent_minor:x}" if c.parent_minor else "1:"
         cmds.append(
             f"tc class add dev {dev} parent {parent} classid 1:{c.minor:x} htb "
             f"rate {c.rate * 8}bit ceil {c.ceil * 8}bit prio {c.prio} quantum 1514"
         )
-    for band in range(queues.queues):  # shallow buffers, as switch ports have
+    for band in range(bands):  # shallow buffers, as switch ports have
         cmds.append(
             f"tc qdisc add dev {dev} parent 1:{leaf_minor(band):x} handle {0x20 + band:x}: "
             f"pfifo limit {SWITCH_QUEUE_PACKETS}"
         )
+    return cmds
+
+
+def switch_queue_commands(dev: str, mbps: float, queues: QueueConfig) -> list[str]:
+    """tc commands giving ``dev`` the cluster's DSCP-keyed strict-priority queues."""
+    qmap = switch_queue_map(queues)  # the map grouper switch-config writes for switches
+    cmds = strict_priority_commands(dev, mbps, queues.queues, queues.min_share, qmap.default_band)
     for band, dscp in enumerate(qmap.table):
         cmds.append(
             f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip "

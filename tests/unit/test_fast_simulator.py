@@ -111,7 +111,7 @@ def test_a_share_kept_leaves_the_fast_path_only_for_the_policies_it_keeps() -> N
 def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow() -> None:
     """``fast_fill.allocate_classes`` (the filling over classes whose two queues are
     open, parts in the order of their queues, the worst-queue fallback for priority
-    cycles) against ``allocate`` flow by flow, on seeded instances with any bands, many
+    cycles) against ``allocate_settled`` flow by flow, on seeded instances with any bands, many
     identical flows among them."""
     rng = np.random.default_rng(11)
     cap = np.asarray([1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 2.0, 1.0])
@@ -159,7 +159,7 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start(
 ) -> None:
     """Event after event (flows of random sizes end and leave their classes), the
     allocation kept across events (the parts left as they were, the parts refilled) gives
-    ``allocate``'s rates flow by flow, warm-started as the engine warm-starts it: from
+    ``allocate_settled``'s rates flow by flow, warm-started as the engine warm-starts it: from
     each flow's last rate, the flows that ended at the last event included (``ended``).
     Seeded instances: classes of several flows that end one by one, so that a class
     loses flows while the others keep their queues open."""
