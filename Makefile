@@ -75,7 +75,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 test: setup lint
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=20 tests
 
 # The emulated cluster: agents, coordinator and real TCP training traffic on a Mininet
 # leaf-spine, under fair sharing and under grouper, with the simulator's prediction.

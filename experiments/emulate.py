@@ -21,6 +21,7 @@ from grouper.experiments.spec import emulation_queues, load_experiment, parse_po
 from grouper.experiments.tcpstats import total
 from grouper.simulator import report
 from grouper.simulator.run import link_goodput, run_policies, topology_of
+from grouper.topologies import congestion
 from grouper.topologies.leafspine import PAYLOAD_SHARE, LeafSpine
 from grouper.workloads.model import Workload
 
@@ -36,8 +37,9 @@ def emulate(args: object) -> int:
         return emulate_torch(args)
     wl = load_experiment(args.experiment)
     queues = emulation_queues(args)
-    spec = replace(spec_of(wl, queues), host_backend=args.backend)
-    out = Path(args.out or f"results/emulate/{wl.name}")
+    congestion.check(args.cc)
+    spec = replace(spec_of(wl, queues), host_backend=args.backend, cc=args.cc)
+    out = Path(args.out or f"results/emulate/{wl.name}").resolve()
     runs: dict[str, list[dict]] = {p: [] for p in policies}
     for i in range(args.runs):  # interleaved, so a slow spell of the VM hits every policy
         for p in policies:
@@ -65,6 +67,8 @@ def emulate(args: object) -> int:
         "period": args.period,
         "runs": args.runs,
         "link_mbps": spec.mbps,
+        "congestion_control": spec.cc,
+        "link_delay_ms": 0.0,  # this kernel has no netem: links add no propagation delay
         "uplink_mbps": spec.fabric_mbps,
         "topology": spec.simulator_topology(),
         # what the prediction assumed: constants (as calibrated with --config) and the

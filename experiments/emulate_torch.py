@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from grouper.experiments.torch_experiment import (
     simulator_workload,
 )
 from grouper.simulator.run import run_policies
+from grouper.topologies import congestion
 from grouper.workloads import load_workload
 
 POLICIES = ("fs", "grouper", "baraat", "sincronia", "sptf")
@@ -28,8 +30,9 @@ def emulate_torch(args: Any) -> int:
     exp = load_torch_experiment(args.experiment)
     queues = emulation_queues(args)
     wl_topology = load_workload("builtin:small")  # the same fabric spec
-    spec = spec_of(wl_topology, queues)
-    out = Path(args.out or f"results/emulate/{exp.name}")
+    congestion.check(args.cc)
+    spec = replace(spec_of(wl_topology, queues), cc=args.cc)
+    out = Path(args.out or f"results/emulate/{exp.name}").resolve()
     runs: dict[str, list[dict]] = {p: [] for p in policies}
     for i in range(args.runs):
         for p in policies:
@@ -37,6 +40,7 @@ def emulate_torch(args: Any) -> int:
     calibrated = bool(args.config)
     results = {p: _summary(exp, runs[p], p, args.period, queues, calibrated) for p in policies}
     write_json({"experiment": exp.name, "period": args.period, "runs": args.runs,
+                "congestion_control": spec.cc, "link_delay_ms": 0.0,
                 "results": results}, args.json)  # fmt: skip
     if args.json != "-":
         base = results.get("fs", {}).get("avg_sct")

@@ -79,7 +79,10 @@ def _admission(model: ContentionModel | None) -> dict:
 
 class Emulation:
     def __init__(self, spec: LeafSpine, policy: str, period: float, work: Path) -> None:
-        self.spec, self.policy, self.period, self.work = spec, policy, period, work
+        # every path handed to the agents and the coordinator is absolute: they do not
+        # share this process's working directory
+        self.spec, self.policy, self.period = spec, policy, period
+        self.work = work.resolve()
         self.fabric = Fabric(spec)
         self.agents: dict[str, subprocess.Popen] = {}
         self.coordinator: subprocess.Popen | None = None

@@ -30,6 +30,7 @@ import numpy as np
 from grouper.common.errors import ConfigError
 from grouper.common.output import table, write_json
 from grouper.experiments.emulation import Emulation
+from grouper.topologies import congestion
 from grouper.topologies.leafspine import LeafSpine
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
@@ -185,12 +186,13 @@ def _first_cycle(trace: Path, timeout: float) -> None:
 
 
 def bench_reaction(events: int, period: float, gap: float, seed: int, json_path: str | None,
-                   work: Path) -> int:  # fmt: skip
+                   work: Path, cc: str = congestion.DEFAULT) -> int:  # fmt: skip
     if os.geteuid() != 0:
         raise ConfigError("bench reaction", "needs root (Mininet, namespaces, nftables)")
     if not shutil.which("mnexec"):
         raise ConfigError("bench reaction", "Mininet is not installed (apt-get install mininet)")
-    emu = Emulation(LeafSpine(), "grouper", period, work)
+    congestion.check(cc)
+    emu = Emulation(LeafSpine(cc=cc), "grouper", period, work)
     trace = work.parent / f"{work.name}-trace.jsonl"
     trace.unlink(missing_ok=True)
     emu.coordinator_args = ["--trace", str(trace)]
@@ -211,7 +213,8 @@ def bench_reaction(events: int, period: float, gap: float, seed: int, json_path:
         emu.stop()
     cycles = [json.loads(line) for line in trace.read_text().splitlines() if line.strip()]
     rows = [measure(ev, _cycle_of(ev, cycles), watches) for ev in made]
-    result = {"period": period, "event_gap": gap, "seed": seed, **summary(rows), "rows": rows}
+    result = {"period": period, "event_gap": gap, "seed": seed, "congestion_control": cc,
+              **summary(rows), "rows": rows}  # fmt: skip
     write_json(result, json_path)
     if json_path != "-":
         print(f"{result['measured']} of {len(rows)} events changed a kernel "

@@ -1,6 +1,8 @@
-"""Fixtures shared by the root-only layers."""
+"""Fixtures shared by the root-only layers, and each layer's wall time in the summary."""
 
 from __future__ import annotations
+
+from collections import defaultdict
 
 import pytest
 
@@ -21,3 +23,24 @@ def pair(request):
         yield p
     finally:
         p.close()
+
+
+_layer_seconds: dict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report) -> None:  # noqa: ANN001
+    """Setup, call and teardown of every test, summed by layer (``tests/<layer>/``):
+    the tests run one after another, so the sums are the layers' wall times, session
+    fixtures (a VM, a fabric) counted in the first test that uses them."""
+    parts = report.nodeid.split("/")
+    if len(parts) > 2 and parts[0] == "tests":
+        _layer_seconds[parts[1]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
+    if not _layer_seconds:
+        return
+    terminalreporter.write_sep("-", "wall time per layer")
+    for layer, seconds in sorted(_layer_seconds.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{layer:>12}  {seconds:7.1f} s")
+    terminalreporter.write_line(f"{'all':>12}  {sum(_layer_seconds.values()):7.1f} s")

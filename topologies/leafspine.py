@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from grouper.common.queues import QueueConfig
 from grouper.common.strict_priority import leaf_minor, strict_priority_classes
 from grouper.pda.switch_queues import switch_queue_map
+from grouper.topologies import congestion
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class LeafSpine:
     # the leaf runs at the host's rate with the DSCP strict-priority queues, standing in
     # for a NIC that serves the host's bands at line rate
     host_backend: str = "htb"
+    cc: str = congestion.DEFAULT  # every host's TCP congestion control
 
     @property
     def nic_nodes(self) -> bool:
@@ -123,6 +126,7 @@ class Fabric:
 
         self.spec = spec
         self.hosts_file: Path | None = None  # the fabric's /etc/hosts, made by start()
+        self._kernel = ExitStack()  # what start() changed outside the fabric's namespaces
         self.net = Mininet(topo=None, controller=None, build=False, link=Link, autoSetMacs=True)
         net, s = self.net, spec
         self.hosts = [net.addHost(h, ip=None) for h in s.host_names]
@@ -149,6 +153,7 @@ class Fabric:
 
     def start(self) -> None:
         s = self.spec
+        self._kernel.enter_context(congestion.allowed(s.cc))
         self._write_hosts_file()
         self.net.build()
         for node in self.leaves + self.spines:
@@ -165,7 +170,9 @@ class Fabric:
                 f"ip route change {gw.rsplit('.', 1)[0]}.0/24 dev {h.name}-eth0 rto_min {RTO_MIN}"
             )
             # training hosts keep their congestion window across compute gaps
-            h.cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
+            h.cmd(
+                f"sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 {congestion.host_sysctls(s.cc)}"
+            )
             leaf.cmd(f"ip addr add {gw}/24 dev {leaf.name}-{h.name}")
         for li, leaf in enumerate(self.leaves):
             for si, sp in enumerate(self.spines):
@@ -236,10 +243,18 @@ class Fabric:
     def netns_path(self, name: str) -> str:
         return f"/proc/{self.host(name).pid}/ns/net"
 
+    def congestion_controls(self) -> dict[str, str]:
+        """Each host's congestion control, as its namespace reports it."""
+        key = "net.ipv4.tcp_congestion_control"
+        return {h.name: h.cmd(f"sysctl -n {key}").strip() for h in self.hosts}
+
     def stop(self) -> None:
-        self.net.stop()
-        if self.hosts_file is not None:
-            self.hosts_file.unlink(missing_ok=True)
+        try:
+            self.net.stop()
+            if self.hosts_file is not None:
+                self.hosts_file.unlink(missing_ok=True)
+        finally:
+            self._kernel.close()
 
 
 def _run(node: Any, cmd: str) -> None:

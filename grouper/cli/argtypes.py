@@ -135,6 +135,19 @@ def add_json(parser: argparse.ArgumentParser, help_: str = JSON_HELP) -> None:
     parser.add_argument("--json", metavar="PATH", help=help_)
 
 
+def add_cc(parser: argparse.ArgumentParser) -> None:
+    """``--cc``: the emulated hosts' TCP congestion control (``topologies/congestion.py``)."""
+    from grouper.topologies import congestion
+
+    parser.add_argument(
+        "--cc",
+        choices=congestion.CHOICES,
+        default=congestion.DEFAULT,
+        help=f"every emulated host's TCP congestion control (default {congestion.DEFAULT}); "
+        "recorded in the results",
+    )
+
+
 # adds a subcommand: add(name, handler, help) -> its parser
 Add = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 

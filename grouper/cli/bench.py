@@ -47,7 +47,7 @@ def _cmd_bench_reaction(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="grouper-reaction-") as tmp:  # removed after
         return bench_reaction(
-            args.events, args.period, args.gap, args.seed, args.json, Path(tmp) / "run"
+            args.events, args.period, args.gap, args.seed, args.json, Path(tmp) / "run", args.cc
         )
 
 
@@ -180,6 +180,7 @@ def _add_kernel_benches(add: T.Add) -> None:
     br.add_argument("--period", type=T.real(0.05, 3600), default=5.0, help="scheduling period")
     br.add_argument("--gap", type=T.real(0.05, 60), default=0.5, help="seconds between events")
     br.add_argument("--seed", type=T.SEED, default=1)
+    T.add_cc(br)
     bd = add(
         "discovery",
         _cmd_bench_discovery,

@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from grouper.common import validate as v
@@ -38,13 +39,14 @@ def _on_fabric(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:
     if not shutil.which("mnexec"):
         raise ConfigError("calibrate", "Mininet is not installed (apt-get install mininet)")
     experiment = args.experiment or "builtin:small"
-    spec = spec_of(load_experiment(experiment), QueueConfig())
+    spec = replace(spec_of(load_experiment(experiment), QueueConfig()), cc=args.cc)
     names = spec.host_names
     # default: across the fabric, first host of the first and of the last leaf
     pair = _pair(names, args.hosts, (names[0], names[-spec.hosts_per_leaf]))
     star = args.pattern == "star"
     samples = measure(spec, pair, sizes, args.max_k, args.reps, star)
-    return {"experiment": experiment, "hosts": list(pair), "link_mbps": spec.mbps}, samples
+    about = {"experiment": experiment, "hosts": list(pair), "link_mbps": spec.mbps}
+    return about | {"congestion_control": spec.cc}, samples
 
 
 def _on_hosts(args: object, sizes: list[float]) -> tuple[dict, list[Sample]]:

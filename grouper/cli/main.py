@@ -156,6 +156,7 @@ def _add_emulate(add: T.Add) -> None:
         "coordinator's admission and the prediction use them",
     )
     em.add_argument("--out", help="directory for logs and plots")
+    T.add_cc(em)
     T.add_json(em)
 
 
@@ -191,6 +192,7 @@ def _add_calibrate(add: T.Add) -> None:
     )
     ca.add_argument("--write", metavar="CLUSTER.yaml", help="store a, b, eta in its admission")
     ca.add_argument("--out", help="directory for the plot")
+    T.add_cc(ca)
     T.add_json(ca)
 
 

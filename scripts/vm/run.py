@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -214,13 +215,21 @@ class Vm:
         )
         return self
 
-    def wait(self, timeout: float, sink: object = sys.stdout) -> int:
-        """Stream the command's output to ``sink`` until QEMU exits; CMD's exit status."""
+    def wait(
+        self, timeout: float, sink: object = sys.stdout, cut: Callable[[], bool] | None = None
+    ) -> int:
+        """Stream the command's output to ``sink`` until QEMU exits; CMD's exit status.
+
+        ``cut``, polled with the output, ends the VM as the time bound does once it
+        returns True (a caller that knows the run can no longer pass)."""
         assert self.proc is not None, "start() first"
         deadline = time.monotonic() + timeout
         with open(self.work / "output", "rb") as output:
             while self.proc.poll() is None and time.monotonic() < deadline:
                 self._copy(output, sink)
+                if cut is not None and cut():
+                    deadline = 0.0  # ended as at the time bound
+                    break
                 time.sleep(0.2)
             timed_out = self.proc.poll() is None
             self.kill()
@@ -228,7 +237,8 @@ class Vm:
         qemu_said = self.proc.stdout.read().decode(errors="replace") if self.proc.stdout else ""
         status = self.out / STATUS
         if timed_out:
-            self._report(f"timed out after {timeout:.0f} s", qemu_said)
+            why = "ended by its caller" if deadline == 0.0 else f"timed out after {timeout:.0f} s"
+            self._report(why, qemu_said)
             return EXIT_TIMEOUT
         if not status.exists():
             self._report(f"VM ended (qemu status {self.proc.returncode}) before CMD", qemu_said)

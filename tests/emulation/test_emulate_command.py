@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.netns import GROUPER, ROOT
+from tests.netns import GROUPER
 
 # three one-job searches, all at time 0, listed against alphabetical order: were the
 # coordinator to see them in the order the event loop happened to run them, or by id,
@@ -37,13 +37,16 @@ def _workload(path) -> None:
 
 
 def test_emulate_reports_the_mean_of_runs_and_ties_follow_the_workload_order(tmp_path):
-    wl, out, js = tmp_path / "ties.yaml", tmp_path / "out", tmp_path / "res.json"
+    wl, js = tmp_path / "ties.yaml", tmp_path / "res.json"
     _workload(wl)
+    # from a directory of its own, with the default output folder (relative to it): the
+    # agents it starts get absolute paths, so they come up wherever the runner is
     run = subprocess.run(
         [*GROUPER, "emulate", "--experiment", str(wl), "--policies", "baraat",
-         "--runs", "2", "--out", str(out), "--json", str(js)],
-        cwd=ROOT, check=True, timeout=300, capture_output=True, text=True,
+         "--runs", "2", "--json", str(js)],
+        cwd=tmp_path, check=True, timeout=300, capture_output=True, text=True,
     )  # fmt: skip
+    out = tmp_path / "results" / "emulate" / "ties"
     assert "CPU stolen" in run.stdout
     res = json.loads(js.read_text())["results"]["baraat"]
     assert res["stages"] == 3 and res["predicted_avg_sct"] > 0

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tests.netns import GROUPER, ROOT
+from tests.netns import GROUPER
 
 
 def test_bench_reaction_times_each_registration_to_its_senders_kernel(tmp_path):
     out = tmp_path / "reaction.json"
     subprocess.run(
         [*GROUPER, "bench", "reaction", "--events", "8", "--gap", "0.3", "--json", str(out)],
-        cwd=ROOT,
+        cwd=tmp_path,  # any directory: every path it hands its agents is absolute
         check=True,
         timeout=240,
     )

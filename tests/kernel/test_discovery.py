@@ -15,17 +15,20 @@ import time
 
 import grpc
 import pytest
-from scapy.all import IP, TCP
+from scapy.all import IP, TCP, IPv6
 
 from grouper.agent.kernel.layout import BandLayout
 from grouper.v1 import agent_pb2 as pb
 from grouper.v1 import agent_pb2_grpc as pbg
 from tests.capture import Capture
 from tests.kernel.test_agent import TABLE, apply, collect
-from tests.netns import GROUPER, ROOT, nft_json, root_qdisc, sh
+from tests.netns import GROUPER, ROOT, TIME_SCALE, nft_json, root_qdisc, sh
 
 BAND = 2
-RECLASSIFY_BOUND = 1.0  # seconds; the bench measures the real figure (p99 ~0.13 s)
+# seconds, times the machine's slowness (the VM layer's); `grouper bench discovery`
+# measures the real figure (p99 ~0.13 s)
+RECLASSIFY_BOUND = 1.0 * TIME_SCALE
+SENDING = 1.5 * TIME_SCALE  # seconds a job sends on a connection: past the bound
 
 
 def conn_elements(ns: str) -> dict[int, str]:
@@ -103,24 +106,41 @@ def register_pids(agent, pids: list[int]) -> pb.Ack:
         )
 
 
-def payload_bytes(p) -> int:
-    """The segment's payload as sent (the capture keeps headers only)."""
-    return p[IP].len - 4 * p[IP].ihl - 4 * p[TCP].dataofs
+def segments(packets: list, sport: int) -> list[tuple[float, int, int]]:
+    """(time, DSCP, payload bytes as sent) of the connection's data segments, IPv4 or
+    IPv6 (the capture keeps headers only)."""
+    out = []
+    for p in packets:
+        if TCP not in p or p[TCP].sport != sport:
+            continue
+        if IP in p:
+            size, dscp = p[IP].len - 4 * p[IP].ihl - 4 * p[TCP].dataofs, p[IP].tos >> 2
+        elif IPv6 in p:
+            size, dscp = p[IPv6].plen - 4 * p[TCP].dataofs, p[IPv6].tc >> 2
+        else:
+            continue
+        if size > 0:
+            out.append((float(p.time), dscp, size))
+    return out
 
 
-def check_marked(packets: list, sports: set[int], dscp: int) -> None:
+def check_marked(packets: list, sports: set[int], dscp: int) -> int:
     """Each connection's payload carries the planned DSCP from the moment the agent found
     it: unmarked (DSCP 0) payload only at its start, within RECLASSIFY_BOUND of its first
-    byte, never after a marked segment."""
+    byte, never after a marked segment. Returns the payload bytes sent marked: what left
+    after the connection was classified, however long the finding took on this machine."""
+    marked = 0
     for sport in sports:
-        data = [p for p in packets if p[TCP].sport == sport and payload_bytes(p) > 0]
-        marks = [p[IP].tos >> 2 for p in data]
+        data = segments(packets, sport)
+        marks = [d for _, d, _ in data]
         assert set(marks) <= {dscp, 0}, (sport, sorted(set(marks)))
         assert dscp in marks, f"port {sport}: no payload marked {dscp}"
         first = marks.index(dscp)
         assert 0 not in marks[first:], f"port {sport}: unmarked payload after marked"
-        unmarked_for = float(data[first].time - data[0].time)
+        unmarked_for = data[first][0] - data[0][0]
         assert unmarked_for <= RECLASSIFY_BOUND, (sport, unmarked_for)
+        marked += sum(size for _, _, size in data[first:])
+    return marked
 
 
 def test_job_found_by_pid_is_classified_and_a_reconnect_again(pair, agent_env, receiver, capture):
@@ -133,17 +153,19 @@ def test_job_found_by_pid_is_classified_and_a_reconnect_again(pair, agent_env, r
     assert ack.ok, ack.error
     assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
     before = band_bytes(pair.a, pair.nic_a, BAND)
-    first = send(job, receiver[0], 1.5)
+    first = send(job, receiver[0], SENDING)
     done1 = json.loads(job.stdout.readline())
-    second = send(job, receiver[1], 1.5)  # a rank that reconnects, on a new port
+    second = send(job, receiver[1], SENDING)  # a rank that reconnects, on a new port
     took = wait_classified(pair.a, second["sport"], RECLASSIFY_BOUND)
     assert took is not None, "the new connection was not classified"
     done2 = json.loads(job.stdout.readline())
     assert first["sport"] != second["sport"]
     sent = done1["bytes"] + done2["bytes"]
     moved = band_bytes(pair.a, pair.nic_a, BAND) - before
-    assert moved >= 0.9 * sent, (moved, sent)
-    check_marked(capture(), {first["sport"], second["sport"]}, TABLE[BAND])
+    # every byte sent after the connections were classified left in the planned band
+    # (the band's count has headers on top); what went before is bounded by check_marked
+    marked = check_marked(capture(), {first["sport"], second["sport"]}, TABLE[BAND])
+    assert 0 < marked <= sent and moved >= marked, (moved, marked, sent)
     report = collect(agent)
     (state,) = [j for j in report.jobs if j.job.job_id == "j1"]
     # no figure declared and no progress to measure per iteration: nothing is reported,
@@ -163,8 +185,8 @@ def test_traffic_of_other_processes_is_left_alone(pair, agent_env, receiver):
     )  # fmt: skip
     assert register_pids(agent, [job.pid]).ok
     assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
-    mine = send(job, receiver[0], 1.0)
-    other = send(stranger, receiver[1], 1.0)
+    mine = send(job, receiver[0], SENDING)
+    other = send(stranger, receiver[1], SENDING)
     assert wait_classified(pair.a, mine["sport"], RECLASSIFY_BOUND) is not None
     time.sleep(0.5)
     assert other["sport"] not in conn_elements(pair.a)
@@ -193,7 +215,7 @@ def job_under_grouper_run(pair, agent, receiver, capture, grouper: list[str], py
         assert time.monotonic() < deadline, "grouper run did not register the job"
         time.sleep(0.1)
     assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
-    conn = send(run, receiver[0], 1.5)
+    conn = send(run, receiver[0], SENDING)
     assert wait_classified(pair.a, conn["sport"], RECLASSIFY_BOUND) is not None
     json.loads(run.stdout.readline())
     run.stdin.close()
@@ -229,9 +251,9 @@ def test_an_ipv6_connection_of_the_job_is_classified(pair, tmp_path):
             pair.a, sys.executable, "-c",
             "import socket, sys, time\n"
             "s = socket.create_connection((sys.argv[1], int(sys.argv[2])))\n"
-            "print(s.getsockname()[1], flush=True)\nend = time.monotonic() + 2\n"
+            "print(s.getsockname()[1], flush=True)\nend = time.monotonic() + float(sys.argv[3])\n"
             "while time.monotonic() < end:\n    s.send(b'x' * 1024); time.sleep(0.001)\n",
-            b6, str(port), stdout=subprocess.PIPE, text=True,
+            b6, str(port), str(2 * TIME_SCALE), stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert register_pids(agent, [job.pid]).ok
         assert apply(agent, 1, [("c1/j1/b:*", BAND, TABLE[BAND])]).applied
@@ -244,17 +266,11 @@ def test_an_ipv6_connection_of_the_job_is_classified(pair, tmp_path):
                     found = any(int(k["concat"][2]) == sport for k, _ in m.get("elem", []))
             time.sleep(0.02)
         assert found, "no conn6 element for the job's IPv6 connection"
-        job.wait(timeout=10)
+        job.wait(timeout=10 * TIME_SCALE)
         time.sleep(0.3)
-        from scapy.all import IPv6
-
-        by_tc: dict[int, int] = {}
-        for p in read():
-            if IPv6 in p and TCP in p and p[TCP].sport == sport and len(p[TCP].payload):
-                d = p[IPv6].tc >> 2
-                by_tc[d] = by_tc.get(d, 0) + len(p[TCP].payload)
-        assert set(by_tc) <= {TABLE[BAND], 0}, by_tc
-        assert by_tc.get(TABLE[BAND], 0) >= 0.8 * sum(by_tc.values()), by_tc
+        # the planned traffic class from the moment the connection was found, only
+        # unmarked before, within RECLASSIFY_BOUND of its first byte
+        assert check_marked(read(), {sport}, TABLE[BAND]) > 0
     finally:
         agent.stop()
 

@@ -21,3 +21,13 @@ def pytest_collection_modifyitems(config, items):
     else:
         reason = kernel_missing()
     skip_layer(items, "vm", reason)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
+    """The guest's measured slowdown, the bounds it set and the layer's time."""
+    from tests.vm.test_stock_kernel import _said
+
+    if _said:
+        terminalreporter.write_sep("-", "stock-kernel VM")
+        for line in _said:
+            terminalreporter.write_line(line)
