@@ -17,6 +17,8 @@ from grouper.agent.discovery.load import LoadEstimate
 from grouper.agent.discovery.procs import Proc, alive
 from grouper.agent.discovery.tracker import JobKey, Tracker
 from grouper.agent.metrics import AgentMetrics
+from grouper.agent.ownership import RateLimit, Refusal
+from grouper.agent.peers import ROOT, Caller
 from grouper.agent.plan import Connections, Rule, RuleKey, cgroup_keys, compose, plan_entries
 from grouper.agent.registry import Event, Registry
 from grouper.common.errors import ConfigError
@@ -78,6 +80,7 @@ class AgentCore:
         self.addresses = addresses
         self.plan_ttl = plan_ttl
         self.metrics = metrics or AgentMetrics(host)
+        self.rate = RateLimit(registry.policy.calls_per_second)  # per uid
         self.hub = EventHub()
         self.version = 0
         self.entries: dict[str, Rule] = {}  # the plan in force, by flow id
@@ -100,8 +103,11 @@ class AgentCore:
         self.watch: CgroupWatch | None = None  # inotify on the parents of jobs' cgroups
 
     # -- registry --------------------------------------------------------------------
-    def registry_call(self, kind: str, data: Any, source: str = "grpc") -> str:
-        """Apply one registry call; returns "" or the error (naming the field)."""
+    def registry_call(
+        self, kind: str, data: Any, source: str = "grpc", caller: Caller = ROOT
+    ) -> str:
+        """Apply one registry call of ``caller``; returns "" or the error (naming the
+        field and, for an ownership rule or a limit, the rule)."""
         handler = {
             "register": self.registry.register,
             "progress": self.registry.progress,
@@ -110,13 +116,17 @@ class AgentCore:
             "event": self.registry.apply_event,
         }[kind]
         try:
-            events = handler(data)
+            self.rate.take(caller)
+            events = handler(data, caller)
         except ConfigError as exc:
             self.metrics.input_errors.labels(self.host, source).inc()
-            log.warning("refused %s from %s: %s", kind, source, exc)
+            if isinstance(exc, Refusal):
+                self.metrics.refusals.labels(self.host, exc.reason).inc()
+            log.warning("refused %s from %s (%s): %s", kind, source, caller, exc)
             return str(exc)
         for e in events:
-            log.info("%s %s/%s stage %d", e.kind.lower(), e.cojob_id, e.job_id, e.stage)
+            log.info("%s %s/%s stage %d (%s)", e.kind.lower(), e.cojob_id, e.job_id, e.stage,
+                     caller)  # fmt: skip
         self.hub.publish(events)
         self.metrics.jobs.labels(self.host).set(len(self.registry.active_jobs()))
         return ""

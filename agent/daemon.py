@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import socket
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from grouper.agent.enforcer import KernelThread
 from grouper.agent.jsonl import JsonlTailer
 from grouper.agent.kernel import features
 from grouper.agent.metrics import AgentMetrics
+from grouper.agent.peers import PeerRelay
 from grouper.agent.probe import Prober
 from grouper.agent.registry import Registry
 from grouper.agent.service import AgentServicer, RegistryServicer
@@ -109,6 +109,7 @@ def _build_core(
         host_of=cfg.host_of,
         cgroups=cgroups,
         no_cgroups=why,
+        policy=cfg.agent.registry,
     )
     core = AgentCore(
         opts.host,
@@ -164,17 +165,15 @@ def _listen_public(server: grpc.aio.Server, cfg: ClusterConfig, opts: AgentOptio
     bind(listen, opts.fields.get("listen", "--listen"), opts.listen)
 
 
-def _listen_local(server: grpc.aio.Server, opts: AgentOptions) -> Path:
-    """The jobs' Registry on a Unix socket (a stale one from a crash is replaced)."""
-    sock = Path(opts.socket)
+def _listen_local(server: grpc.aio.Server, relay: PeerRelay, opts: AgentOptions) -> None:
+    """The jobs' Registry: gRPC on the relay's private socket, behind the public one
+    (stale sockets of a crash are replaced)."""
 
     def listen() -> None:
-        sock.parent.mkdir(parents=True, exist_ok=True)
-        sock.unlink(missing_ok=True)
-        server.add_insecure_port(f"unix:{sock}")
+        relay.public.parent.mkdir(parents=True, exist_ok=True)
+        server.add_insecure_port(relay.prepare())
 
-    bind(listen, opts.fields.get("socket", "--socket"), f"unix:{sock}")
-    return sock
+    bind(listen, opts.fields.get("socket", "--socket"), f"unix:{relay.public}")
 
 
 async def _housekeeping(
@@ -219,12 +218,16 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         raise
     enforcer = kernel.enforcer
     discovery: asyncio.Task | None = None
-    tailer = JsonlTailer(opts.jobs_dir, lambda ev: core.registry_call("event", ev, "jsonl"))
+    tailer = JsonlTailer(
+        opts.jobs_dir, lambda ev, who: core.registry_call("event", ev, "jsonl", who)
+    )
     public = grpc.aio.server(options=EXCLUSIVE_PORT)
     local = grpc.aio.server()
     prober = Prober(cfg.addresses.get(opts.host, ""))
     health_svc = health.aio.HealthServicer()
-    sock: Path | None = None
+    relay = PeerRelay(Path(opts.socket))
+    policy = cfg.agent.registry
+    listening = False  # the registry's sockets are ours (not another agent's)
     started = False  # the kernel is ours to clean only once we began to install
     try:
         # ports first: one in use is refused before the kernel is touched
@@ -232,8 +235,10 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         pbg.add_AgentServicer_to_server(AgentServicer(core, authorize, prober), public)
         health_pb2_grpc.add_HealthServicer_to_server(health_svc, public)
         _listen_public(public, cfg, opts)
-        pbg.add_RegistryServicer_to_server(RegistryServicer(core), local)
-        sock = _listen_local(local, opts)
+        pbg.add_RegistryServicer_to_server(RegistryServicer(core, relay.caller), local)
+        gid = policy.socket_gid()  # a group that does not exist is refused before the kernel
+        _listen_local(local, relay, opts)
+        listening = True
         where = opts.fields.get("metrics_port", "--metrics-port")
         bind(partial(metrics.serve, opts.metrics_port), where, f"0.0.0.0:{opts.metrics_port}")
         started = True
@@ -241,12 +246,14 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
         _log_started(cfg, opts, kernel)
         await public.start()
         await local.start()
-        os.chmod(sock, 0o660)
+        await relay.start(policy.socket_mode, gid)
+        tailer.prepare()
         await health_svc.set("grouper.v1.Agent", health_pb2.HealthCheckResponse.SERVING)
         await health_svc.set("", health_pb2.HealthCheckResponse.SERVING)
         discovery = asyncio.create_task(discover_loop(core, cfg.agent.discovery_interval, stop))
         _watch_cgroups(core, loop)
-        log.info("serving coordinator API on %s, registry on unix:%s", opts.listen, sock)
+        log.info("serving coordinator API on %s, registry on unix:%s (mode %o)", opts.listen,
+                 relay.public, policy.socket_mode)  # fmt: skip
         await _housekeeping(core, kernel, tailer, stop)
     finally:
         log.info("shutting down: removing what this agent installed")
@@ -259,6 +266,8 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
             core.watch.close()
         await health_svc.enter_graceful_shutdown()
         await public.stop(grace=1.0)
+        if listening:
+            await relay.close()
         await local.stop(grace=1.0)
         prober.close()
         try:
@@ -267,8 +276,6 @@ async def serve(cfg: ClusterConfig, opts: AgentOptions, stop: asyncio.Event | No
                 kernel.run_sync(enforcer.stop)
         finally:
             kernel.close()
-            if sock is not None:  # ours: a port in use never got this far
-                sock.unlink(missing_ok=True)
 
 
 def _watch_cgroups(core: AgentCore, loop: asyncio.AbstractEventLoop) -> None:

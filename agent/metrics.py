@@ -42,6 +42,13 @@ class AgentMetrics:
             ["host", "source"],
             registry=r,
         )
+        self.refusals = Counter(
+            "grouper_agent_registry_refusals_total",
+            "Registry calls refused by an ownership rule or a per-user limit, by reason "
+            "(agent.ownership.REASONS)",
+            ["host", "reason"],
+            registry=r,
+        )
         self.backend = Gauge(
             "grouper_agent_backend",
             "1 for the qdisc backend in use: prio, or htb (strict priority emulated)",

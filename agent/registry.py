@@ -22,11 +22,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grouper.agent import ownership as own
 from grouper.agent.cgroups import Cgroups, JobCgroups, job_cgroup_name
 from grouper.agent.discovery import procs as P
+from grouper.agent.peers import ROOT, Caller
 from grouper.common import validate as v
 from grouper.common.errors import ConfigError
 from grouper.common.registration import Flow, JobEntry, parse_registration
+from grouper.common.registry_policy import RegistryPolicy
 
 FINISHED_GRACE = 300.0  # seconds a finished job stays visible
 
@@ -55,7 +58,10 @@ class Registry:
         own_pid: int | None = None,
         cgroups: Cgroups | None = None,
         no_cgroups: str = "no cgroup v2 mount",
+        policy: RegistryPolicy | None = None,
     ) -> None:
+        self.policy = policy or RegistryPolicy()
+        self.admin_gid = self.policy.admin_gid()
         self.own_pid = os.getpid() if own_pid is None else own_pid  # never a job's
         self.cgroups = cgroups  # None: this host cannot know jobs by cgroup
         self.no_cgroups = no_cgroups  # why not, when it cannot
@@ -70,14 +76,21 @@ class Registry:
             self._load()
 
     # -- changes ---------------------------------------------------------------------
-    def register(self, data: Any) -> list[Event]:
+    def register(self, data: Any, caller: Caller = ROOT) -> list[Event]:
         """A new job, another participant of a known job, or (for a job known by its
         processes) a newer declaration of its load: arch, model size and host flows may
-        change, its stages may not."""
+        change, its stages may not. ``caller`` may name only its own processes, cgroup
+        and jobs (agent.ownership)."""
         entry = parse_registration(
             data, self.known_hosts, local_host=self.host, host_of=self.host_of
         )
         old = self.jobs.get(entry.key)
+        own.check_job(old, caller)
+        held = 0 if old is not None else self.held_by(caller.uid)
+        own.check_register(entry, caller, self.policy, held, self.admin_gid)
+        mine = {p for p, _ in old.pids} if old is not None and not old.finished else set()
+        own.check_pids_count(len(mine | {p for p, _ in entry.pids}), caller, self.policy)
+        entry.owner = caller.uid if old is None else old.owner
         known_by_pids = old is not None and bool(old.pids or old.cgroup) and not old.finished
         by_procs = bool(entry.pids or entry.cgroup) or known_by_pids
         if not entry.flows and not by_procs:
@@ -202,9 +215,13 @@ class Registry:
             out.append((proc.pid, proc.start))
         return out
 
-    def progress(self, data: Any) -> list[Event]:
+    def held_by(self, uid: int) -> int:
+        """Active jobs registered by ``uid``."""
+        return sum(1 for j in self.active_jobs() if j.owner == uid)
+
+    def progress(self, data: Any, caller: Caller = ROOT) -> list[Event]:
         m = v.mapping(data, "", ("cojob_id", "job_id", "iterations_done"))
-        job = self._job(m)
+        job = self._job(m, caller)
         done = v.integer(v.get(m, "iterations_done", ""), "iterations_done", minimum=0)
         total = sum(job.stage_iterations)
         if done > total:
@@ -224,9 +241,9 @@ class Registry:
         self._save()
         return events
 
-    def stage_finished(self, data: Any) -> list[Event]:
+    def stage_finished(self, data: Any, caller: Caller = ROOT) -> list[Event]:
         m = v.mapping(data, "", ("cojob_id", "job_id", "stage"))
-        job = self._job(m)
+        job = self._job(m, caller)
         stage = v.integer(v.get(m, "stage", ""), "stage", minimum=1)
         if stage > len(job.stage_iterations):
             raise ConfigError("stage", f"job has {len(job.stage_iterations)} stages, got {stage}")
@@ -237,14 +254,15 @@ class Registry:
                 "cojob_id": job.cojob_id,
                 "job_id": job.job_id,
                 "iterations_done": sum(job.stage_iterations[:stage]),
-            }
+            },
+            caller,
         )
 
-    def job_finished(self, data: Any) -> list[Event]:
+    def job_finished(self, data: Any, caller: Caller = ROOT) -> list[Event]:
         """The job ended here; with ``pids``, only those participants did, and the job
         ends when the last participant it registered has."""
         m = v.mapping(data, "", ("cojob_id", "job_id", "pids"))
-        job = self._job(m)
+        job = self._job(m, caller)
         if job.finished:
             return []
         gone = {
@@ -288,7 +306,7 @@ class Registry:
             job.measured = dict(per_host)
             self._save()
 
-    def apply_event(self, data: Any) -> list[Event]:
+    def apply_event(self, data: Any, caller: Caller = ROOT) -> list[Event]:
         """One JSON-lines event: ``{"event": "register" | "progress" | ..., ...}``."""
         m = v.mapping(data, "")
         kind = v.choice(
@@ -302,7 +320,7 @@ class Registry:
             "progress": self.progress,
             "stage_finished": self.stage_finished,
             "job_finished": self.job_finished,
-        }[kind](body)
+        }[kind](body, caller)
 
     # -- queries ---------------------------------------------------------------------
     def active_jobs(self) -> list[JobEntry]:
@@ -331,13 +349,14 @@ class Registry:
         """Jobs that have finished (their host flows may still be in a plan)."""
         return {k for k, j in self.jobs.items() if j.finished}
 
-    def _job(self, m: Any) -> JobEntry:
+    def _job(self, m: Any, caller: Caller = ROOT) -> JobEntry:
         key = (
             v.string(v.get(m, "cojob_id", ""), "cojob_id"),
             v.string(v.get(m, "job_id", ""), "job_id"),
         )
         if key not in self.jobs:
             raise ConfigError("job_id", f"job {key[0]}/{key[1]} is not registered")
+        own.check_job(self.jobs[key], caller)
         return self.jobs[key]
 
     # -- persistence -----------------------------------------------------------------

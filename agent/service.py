@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 
 from grouper.agent.core import AgentCore
+from grouper.agent.peers import Caller
 from grouper.agent.plan import patch_plan
 from grouper.agent.probe import ProbeBusy, ProbeError, Prober
 from grouper.agent.session import AgentSession, stage_event
@@ -68,43 +69,36 @@ def _ack(error: str) -> pb.Ack:
 
 
 class RegistryServicer(pbg.RegistryServicer):
-    def __init__(self, core: AgentCore) -> None:
+    """The jobs' calls, each under the identity the transport gives its caller
+    (``callers(context.peer())``, from ``agent.peers.PeerRelay``); a call without one
+    is refused."""
+
+    def __init__(self, core: AgentCore, callers: Callable[[str], Caller | None]) -> None:
         self.core = core
+        self.callers = callers
+
+    def _call(self, kind: str, data: dict[str, Any], context: Any) -> pb.Ack:
+        caller = self.callers(context.peer())
+        if caller is None:
+            return _ack("caller: not identified (call through the agent's registry socket)")
+        return _ack(self.core.registry_call(kind, data, "grpc", caller))
 
     async def RegisterJob(self, request: pb.JobRegistration, context: Any) -> pb.Ack:
-        return _ack(self.core.registry_call("register", registration_dict(request)))
+        return self._call("register", registration_dict(request), context)
 
     async def ReportProgress(self, request: pb.ProgressReport, context: Any) -> pb.Ack:
-        return _ack(
-            self.core.registry_call(
-                "progress",
-                {
-                    "cojob_id": request.cojob_id,
-                    "job_id": request.job_id,
-                    "iterations_done": request.iterations_done,
-                },
-            )
-        )
+        done = {"iterations_done": request.iterations_done}
+        return self._call("progress", _key(request) | done, context)
 
     async def StageFinished(self, request: pb.StageFinishedReport, context: Any) -> pb.Ack:
-        return _ack(
-            self.core.registry_call(
-                "stage_finished",
-                {"cojob_id": request.cojob_id, "job_id": request.job_id, "stage": request.stage},
-            )
-        )
+        return self._call("stage_finished", _key(request) | {"stage": request.stage}, context)
 
     async def JobFinished(self, request: pb.JobFinishedReport, context: Any) -> pb.Ack:
-        return _ack(
-            self.core.registry_call(
-                "job_finished",
-                {
-                    "cojob_id": request.cojob_id,
-                    "job_id": request.job_id,
-                    "pids": list(request.pids),
-                },
-            )
-        )
+        return self._call("job_finished", _key(request) | {"pids": list(request.pids)}, context)
+
+
+def _key(request: Any) -> dict[str, Any]:
+    return {"cojob_id": request.cojob_id, "job_id": request.job_id}
 
 
 def job_states(core: AgentCore, *, counters: bool = False) -> dict[JobKey, pb.JobState]:

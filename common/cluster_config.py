@@ -18,6 +18,7 @@ from grouper.common import validate as v
 from grouper.common.errors import ConfigError, short
 from grouper.common.progress import MAX_PROGRESS_STEP
 from grouper.common.queues import QueueConfig
+from grouper.common.registry_policy import RegistryPolicy, parse_registry_policy
 from grouper.common.scheduling import POLICIES, parse_admission, parse_queues
 from grouper.common.yamlfile import load_yaml_file
 
@@ -77,6 +78,7 @@ class AgentSettings:
     metrics_port: int = 9101
     discovery_interval: float = 0.1  # seconds between scans for jobs' new connections
     multiqueue: str = "per-queue"  # per-queue: a band qdisc per TX queue; single: one root
+    registry: RegistryPolicy = field(default_factory=RegistryPolicy)  # who may register
 
 
 @dataclass(frozen=True)
@@ -347,6 +349,7 @@ def _agent(raw: Any) -> AgentSettings:
         "metrics_port",
         "discovery_interval",
         "multiqueue",
+        "registry",
     )
     m = v.mapping(raw, "agent", keys)
     d = AgentSettings()
@@ -364,6 +367,7 @@ def _agent(raw: Any) -> AgentSettings:
         mport,
         _interval(m.get("discovery_interval", d.discovery_interval)),
         v.choice(m.get("multiqueue", d.multiqueue), "agent.multiqueue", MULTIQUEUE),
+        parse_registry_policy(m.get("registry", {})),
     )
 
 

@@ -53,6 +53,7 @@ class JobEntry:
     measured: dict[str, float] = field(default_factory=dict)  # bytes/iteration by host
     cgroup: str = ""  # its cgroup v2 path ("/a/b", from the cgroup2 root), if known by one
     own_cgroup: bool = False  # the agent made that cgroup for the job (and removes it)
+    owner: int = 0  # uid that registered it: only it (or root) may change the job
 
     @property
     def key(self) -> tuple[str, str]:

@@ -247,7 +247,11 @@ class Job:
         try:
             ack = getattr(self._stub, method)(msg, timeout=RPC_TIMEOUT)
         except grpc.RpcError as exc:
-            log.warning("grouper agent unreachable (%s): %s", method, exc.code().name)
+            denied = _permission_denied(self.socket)
+            if denied:
+                log.warning("grouper agent: %s (%s)", denied, method)
+            else:
+                log.warning("grouper agent unreachable (%s): %s", method, exc.code().name)
             return False
         except Exception as exc:  # never into the training loop
             log.warning("grouper: %s failed: %s", method, _brief(exc))
@@ -290,3 +294,21 @@ def _warn_once(message: str) -> None:
     if not _warned_absent:
         _warned_absent = True
         warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def _permission_denied(socket: str) -> str:
+    """Why this process may not connect to the agent's socket, naming the group to
+    join; "" when it may (the agent is then down, not closed to us)."""
+    try:
+        st = os.stat(socket)
+    except OSError:
+        return ""
+    if os.access(socket, os.R_OK | os.W_OK):
+        return ""
+    import grp
+
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return f"permission denied on {socket}: join the group {group!r} to register jobs"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from grouper.agent.jsonl import JsonlTailer
@@ -227,9 +229,10 @@ def test_band_layouts():
 def test_jsonl_tailer_applies_complete_lines_once_and_reports_bad_ones(tmp_path):
     seen = []
 
-    def handle(ev):
+    def handle(ev, caller):
         if ev.get("bad"):
             raise ConfigError("bad", "refused")
+        assert caller.uid == os.getuid() and caller.pid == 0  # the file's owner calls
         seen.append(ev["n"])
 
     t = JsonlTailer(tmp_path, handle)
@@ -242,6 +245,20 @@ def test_jsonl_tailer_applies_complete_lines_once_and_reports_bad_ones(tmp_path)
     assert t.poll() == 0
     assert seen == [1, 2, 3]
     assert t.errors == ["j.jsonl:2: bad: refused", "j.jsonl:3: not JSON: Expecting value"]
+
+
+def test_jsonl_files_others_may_write_or_symlinks_are_not_read(tmp_path):
+    seen = []
+    t = JsonlTailer(tmp_path, lambda ev, caller: seen.append(ev["n"]) or "")
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text('{"n": 1}\n')
+    shared.chmod(0o666)  # anyone could write another user's events under its owner's uid
+    (tmp_path / "link.jsonl").symlink_to(shared)
+    assert t.poll() == 0 and seen == []
+    assert t.poll() == 0 and len(t.errors) == 2, t.errors  # each said once
+    assert all("ignored: not a regular file only its owner writes" in e for e in t.errors)
+    shared.chmod(0o644)
+    assert t.poll() == 1 and seen == [1]
 
 
 def test_plan_entries_for_finished_jobs_are_skipped_not_refused():

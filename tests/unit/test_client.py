@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 import grouper.client as client
+from grouper.agent.peers import PeerRelay
 from grouper.agent.registry import Registry
 from grouper.agent.service import RegistryServicer
 from grouper.client import Job
@@ -45,8 +46,8 @@ def agent(tmp_path):
     core = AgentCore("a", reg, _NoKernel(), QueueConfig(), {"a": "10.0.0.1"}, plan_ttl=60)
     calls: list[str] = []
     applied = core.registry_call
-    core.registry_call = lambda kind, data, source="grpc": (  # type: ignore[method-assign]
-        calls.append(kind) or applied(kind, data, source)
+    core.registry_call = lambda kind, data, source, caller: (  # type: ignore[method-assign]
+        calls.append(kind) or applied(kind, data, source, caller)
     )
     path = tmp_path / "agent.sock"
     loop = asyncio.new_event_loop()
@@ -56,11 +57,14 @@ def agent(tmp_path):
         nonlocal stop
         stop = asyncio.Event()
         server = grpc.aio.server()
-        pbg.add_RegistryServicer_to_server(RegistryServicer(core), server)
-        server.add_insecure_port(f"unix:{path}")
+        relay = PeerRelay(path)  # the agent's: each call under its caller's identity
+        pbg.add_RegistryServicer_to_server(RegistryServicer(core, relay.caller), server)
+        server.add_insecure_port(relay.prepare())
         await server.start()
+        await relay.start(0o600, None)
         ready.set()
         await stop.wait()
+        await relay.close()
         await server.stop(grace=None)
 
     thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)

@@ -1,0 +1,164 @@
+"""Who calls the registry: the kernel's account of every connection, never the message.
+
+gRPC's Python server does not give a handler the peer credentials of a Unix socket, so
+the agent accepts the registry's connections itself (``PeerRelay``): for each one it
+reads ``SO_PEERCRED`` (the uid, gid and pid the kernel recorded at ``connect()``) and the
+caller's groups, then connects to the gRPC server's own socket, which lies in a
+directory only root may enter, from an address of its own naming, and relays the bytes
+both ways. A servicer finds the caller by that address (``context.peer()``); a call that
+did not come through the relay has no caller and is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import socket
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("grouper.agent")
+
+MAX_CONNECTIONS_PER_UID = 64  # open registry connections one user may hold
+CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A local caller as the kernel knows it."""
+
+    uid: int
+    gid: int
+    pid: int  # 0: not a process (a JSON-lines file, identified by its owner)
+    groups: frozenset[int] = frozenset()
+
+    @property
+    def root(self) -> bool:
+        return self.uid == 0
+
+    def __str__(self) -> str:
+        return f"uid {self.uid} pid {self.pid}" if self.pid else f"uid {self.uid}"
+
+
+ROOT = Caller(0, 0, 0)
+
+
+def groups_of(pid: int) -> frozenset[int]:
+    """Supplementary groups of process ``pid`` (empty if it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Groups:"):
+                return frozenset(int(g) for g in line.split()[1:])
+    except (OSError, ValueError):
+        pass
+    return frozenset()
+
+
+def peer_caller(sock: socket.socket) -> Caller:
+    pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return Caller(uid, gid, pid, groups_of(pid))
+
+
+class PeerRelay:
+    """The public registry socket in front of the gRPC server's private one."""
+
+    def __init__(self, public: Path) -> None:
+        self.public = public
+        self.private = public.with_name(public.name + ".private")  # root only (0700)
+        self.inner = self.private / "registry.sock"
+        self._callers: dict[str, Caller] = {}  # the relay's own address -> its caller
+        self._open: dict[int, int] = {}  # uid -> open connections
+        self._names = itertools.count(1)
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    def prepare(self) -> str:
+        """The private directory made (stale sockets of a crash removed); the address
+        the gRPC server listens on."""
+        self.private.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.private, 0o700)
+        for stale in self.private.iterdir():
+            stale.unlink(missing_ok=True)
+        self.public.unlink(missing_ok=True)
+        return f"unix:{self.inner}"
+
+    async def start(self, mode: int, gid: int | None) -> None:
+        self._server = await asyncio.start_unix_server(self._accept, path=str(self.public))
+        if gid is not None:
+            os.chown(self.public, 0, gid)
+        os.chmod(self.public, mode)
+
+    def caller(self, peer: str) -> Caller | None:
+        """The caller behind a gRPC peer string (``unix:PATH`` of the relay's side)."""
+        return self._callers.get(peer.removeprefix("unix:"))
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            caller = peer_caller(writer.get_extra_info("socket"))
+            if self._open.get(caller.uid, 0) >= MAX_CONNECTIONS_PER_UID and not caller.root:
+                log.warning("registry: refused a connection of %s: %d open", caller,
+                            MAX_CONNECTIONS_PER_UID)  # fmt: skip
+                return
+            self._open[caller.uid] = self._open.get(caller.uid, 0) + 1
+            try:
+                await self._relay(caller, reader, writer)
+            finally:
+                self._open[caller.uid] -= 1
+        except (OSError, ConnectionError) as exc:
+            log.debug("registry connection ended: %s", exc)
+        finally:
+            writer.close()
+            self._tasks.discard(task)  # type: ignore[arg-type]
+
+    async def _relay(
+        self, caller: Caller, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        name = str(self.private / f"c{next(self._names)}")
+        inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        inner.setblocking(False)
+        try:
+            inner.bind(name)
+            await asyncio.get_running_loop().sock_connect(inner, str(self.inner))
+        except OSError:
+            inner.close()
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(name)  # the address stays the socket's; the file is not needed
+        self._callers[name] = caller
+        try:
+            r2, w2 = await asyncio.open_unix_connection(sock=inner)
+            await asyncio.gather(_pipe(reader, w2), _pipe(r2, writer))
+        finally:
+            del self._callers[name]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.public.unlink(missing_ok=True)
+        for leftover in self.private.glob("*"):
+            leftover.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.private.rmdir()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(CHUNK):
+            writer.write(data)
+            await writer.drain()
+    except (OSError, ConnectionError):
+        pass
+    finally:
+        writer.close()
