@@ -17,6 +17,7 @@ from grouper.common.scheduling import POLICIES
 from grouper.experiments.cpustats import STEAL_WARNING
 from grouper.experiments.emulate_torch import emulate_torch
 from grouper.experiments.emulation import Emulation
+from grouper.experiments.intervals import paired_ratios
 from grouper.experiments.spec import emulation_queues, load_experiment, parse_policies, spec_of
 from grouper.experiments.tcpstats import total
 from grouper.simulator import report
@@ -76,6 +77,8 @@ def emulate(args: object) -> int:
         "admission": {"a": model.a, "b": model.b, "eta": model.eta},
         "goodput": link_goodput(wl, model, topology_of(wl, 0), calibrated),
         "workload_meta": wl.meta,  # generated builtins: seed and scale factors
+        # run i of each policy against run i of fs (the runs are interleaved)
+        "ratios": paired_ratios({p: [r["avg_sct"] for r in runs[p]] for p in policies}),
         "results": results,
         "files": [str(png)],
     }
@@ -110,6 +113,8 @@ def _measure(spec: LeafSpine, policy: str, period: float, work: Path, wl: Worklo
         "band_bytes": run.band_bytes,
         "tcp": total(run.tcp),  # summed over hosts: what the fluid model does not see
         "cpu_steal": run.cpu_steal,  # a VM's hypervisor slows runs (cpustats.py)
+        "congestion_control": em.host_cc,  # each host's, as its namespace said
+        "connections": em.connections,  # each one's spine and TCP state (connections.py)
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from grouper.common.cluster_config import SchedulingConfig
 from grouper.common.output import table, write_json
 from grouper.common.queues import QueueConfig
+from grouper.experiments.intervals import mean_ci95, paired_ratios
 from grouper.experiments.spec import emulation_queues, parse_policies, spec_of
 from grouper.experiments.torch_experiment import (
     check_known,
@@ -39,16 +40,16 @@ def emulate_torch(args: Any) -> int:
             runs[p].append(run_policy(exp, spec, p, args.period, out / f"{p}-{i + 1}"))
     calibrated = bool(args.config)
     results = {p: _summary(exp, runs[p], p, args.period, queues, calibrated) for p in policies}
+    ratios = paired_ratios({p: results[p]["avg_sct_runs"] for p in policies})
     write_json({"experiment": exp.name, "period": args.period, "runs": args.runs,
-                "congestion_control": spec.cc, "link_delay_ms": 0.0,
+                "congestion_control": spec.cc, "link_delay_ms": 0.0, "ratios": ratios,
                 "results": results}, args.json)  # fmt: skip
     if args.json != "-":
-        base = results.get("fs", {}).get("avg_sct")
         rows = [
             [
                 p,
                 f"{r['avg_sct']:.2f} [{r['avg_sct_min']:.2f}-{r['avg_sct_max']:.2f}]",
-                f"{r['avg_sct'] / base:.3f}" if base else "-",
+                _ratio(ratios.get(f"{p}/fs")),
                 f"{r['predicted_avg_sct']:.2f}",
                 f"{r['prediction_error']:+.1%}",
                 f"{r['avg_jct']:.2f}",
@@ -56,8 +57,9 @@ def emulate_torch(args: Any) -> int:
             ]
             for p, r in results.items()
         ]
-        head = ["policy", "avg SCT (s) [range]", "/ fs", "simulated", "sim error", "avg JCT (s)",
-                "min band share"]  # fmt: skip
+        head = ["policy", "avg SCT (s) [range]", "/ fs (paired, 95%)", "simulated", "sim error",
+                "avg JCT (s)", "min band share"]  # fmt: skip
+        print(f"congestion control {spec.cc}, no link delay")
         print(table(rows, head))
         print(f"files in {out}/")
     return 0
@@ -89,6 +91,15 @@ def _summary(
         "prediction_error": (pred - avg) / avg,
         "band_share": {k: shares[k] for k in sorted(shares)} if policy != "fs" else {},
         "min_band_share": min(per_job) if per_job and policy != "fs" else None,
+        "avg_sct_ci95": mean_ci95(scts)["ci95"],
         "stage_times": [r["stages"] for r in runs],
         "pruned": [{f"{c}/{j}": n for (c, j), n in r["ran"].items()} for r in runs],
+        "congestion_control": [r["congestion_control"] for r in runs],
+        "connections": [r["connections"] for r in runs],
     }
+
+
+def _ratio(r: dict | None) -> str:
+    if r is None:
+        return "-"
+    return f"{r['mean']:.3f}" + (f" +- {r['ci95']:.3f}" if r["ci95"] is not None else "")

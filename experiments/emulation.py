@@ -21,8 +21,10 @@ import grpc
 
 from grouper.common.cluster_doc import write_cluster
 from grouper.common.contention import ContentionModel
+from grouper.experiments.connections import ConnectionSampler
 from grouper.experiments.cpustats import StealMonitor
 from grouper.experiments.tcpstats import host_counters
+from grouper.topologies import congestion
 from grouper.topologies.leafspine import Fabric, LeafSpine
 from grouper.trafficgen.netns import NetnsThread
 from grouper.trafficgen.replay import Hosts, ReplayResult, replay
@@ -83,6 +85,9 @@ class Emulation:
         # share this process's working directory
         self.spec, self.policy, self.period = spec, policy, period
         self.work = work.resolve()
+        self.sampler: ConnectionSampler | None = None
+        self.host_cc: dict[str, str] = {}  # each host's congestion control (start())
+        self.connections: list[dict] = []  # each TCP connection's path and state (stop())
         self.fabric = Fabric(spec)
         self.agents: dict[str, subprocess.Popen] = {}
         self.coordinator: subprocess.Popen | None = None
@@ -94,6 +99,7 @@ class Emulation:
             shutil.rmtree(self.work)  # no state left from an earlier run
         self.work.mkdir(parents=True)
         self.fabric.start()
+        self.host_cc = self.fabric.congestion_controls()
         cfg = cluster_config(self.spec, self.policy, self.period, self.work)
         self.config = cfg
         for h in self.spec.host_names:
@@ -131,6 +137,8 @@ class Emulation:
             # as on a cluster, the coordinator is up before jobs arrive: without this the
             # replay's first 1.5-2 s ran unplanned (the process starts in about a second)
             self._wait_coordinator()
+        self.sampler = ConnectionSampler(self.fabric, congestion.CHOICES)
+        self.sampler.start()
 
     def start_coordinator(self) -> None:
         log = (self.work / "coordinator.log").open("a")
@@ -222,7 +230,11 @@ class Emulation:
         return out
 
     def stop(self) -> None:
-        """Stop what we started, by pid, then the fabric. Safe to call twice."""
+        """Stop what we started, by pid, then the fabric. Safe to call twice. What the
+        connection sampler saw is left in ``connections``."""
+        if self.sampler is not None:
+            self.connections = self.sampler.stop()
+            self.sampler = None
         if self.coordinator and self.coordinator.poll() is None:
             self.coordinator.send_signal(signal.SIGTERM)
             try:

@@ -100,11 +100,13 @@ def run_policy(
         out = _run_searches(exp, spec, em, work, drivers)
         time.sleep(2 * period + 1.5)  # agents' last byte counts (read once a second)
         out["band_share"] = _band_share(em, spec)
-        return out
     finally:
         for d in drivers:
             d.close()
         em.stop()
+    # each host's congestion control as its namespace said, each connection's path and
+    # TCP state (experiments/connections.py)
+    return out | {"congestion_control": em.host_cc, "connections": em.connections}
 
 
 def _run_searches(

@@ -30,10 +30,12 @@ def build_wheel(project: Path, out: Path) -> Path:
     return wheel
 
 
-def make_venv(path: Path, lock: str, *wheels: Path, extra: tuple[str, ...] = ()) -> Path:
-    """A venv with nothing but ``requirements/<lock>``, the ``wheels`` (no
+def make_venv(
+    path: Path, lock: str, *wheels: Path, extra: tuple[str, ...] = (), python: str = sys.executable
+) -> Path:
+    """A venv of ``python`` with nothing but ``requirements/<lock>``, the ``wheels`` (no
     dependencies of their own) and ``extra`` requirement specifiers; its bin/."""
-    subprocess.run([sys.executable, "-m", "venv", path], check=True, timeout=120)
+    subprocess.run([python, "-m", "venv", path], check=True, timeout=120)
     pip = [path / "bin" / "python", "-m", "pip", "install", "-q"]
     run = {"check": True, "capture_output": True, "timeout": 900}
     locked = ROOT / "requirements" / lock

@@ -48,7 +48,9 @@ def test_emulate_reports_the_mean_of_runs_and_ties_follow_the_workload_order(tmp
     )  # fmt: skip
     out = tmp_path / "results" / "emulate" / "ties"
     assert "CPU stolen" in run.stdout
-    res = json.loads(js.read_text())["results"]["baraat"]
+    doc = json.loads(js.read_text())
+    assert doc["congestion_control"] == "bbr" and doc["link_delay_ms"] == 0.0
+    res = doc["results"]["baraat"]
     assert res["stages"] == 3 and res["predicted_avg_sct"] > 0
     assert len(res["runs"]) == 2 and all(r["avg_sct"] > 0 for r in res["runs"])
     assert res["avg_sct"] == pytest.approx(sum(res["avg_sct_runs"]) / 2)
@@ -56,6 +58,10 @@ def test_emulate_reports_the_mean_of_runs_and_ties_follow_the_workload_order(tmp
         steal = run["cpu_steal"]
         assert 0.0 <= steal["mean"] <= 1.0 and 0.0 <= steal["max"] <= 1.0
         assert run["tcp"]["segments_sent"] > 0
+        # every host ran the congestion control named; the connections sampled (a run
+        # this short may end between two samples: test_small checks their paths)
+        assert set(run["congestion_control"].values()) == {"bbr"}, run["congestion_control"]
+        assert isinstance(run["connections"], list)
     for k in (1, 2):
         log = (out / f"baraat-{k}" / "coordinator.log").read_text()
         # the coordinator's info line per change of order (" (+N more)" past 12 stages)

@@ -85,6 +85,12 @@ def test_grouper_beats_fair_sharing_and_marks_what_the_plan_says(tmp_path):
     finally:
         fair.stop()
     assert fs_out.replay.errors == [] and not fs_out.replay.ledger.shortfall()
+    # the run names each connection's path and TCP state, under the congestion control
+    # every host was given
+    assert set(fair.host_cc.values()) == {spec.cc}, fair.host_cc
+    cross = [c for c in fair.connections if c["src"].split(".")[1] != c["dst"].split(".")[1]]
+    assert cross and all(c["spine"] in ("spine1", "spine2") for c in cross), fair.connections
+    assert all(c["cc"] == spec.cc and c["rtt_ms_mean"] > 0 for c in cross), cross
 
     em = Emulation(spec, "grouper", 0.5, tmp_path / "grouper")
     windows = []

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -200,14 +201,19 @@ def test_bad_pids_are_refused_with_the_field_named(pair, agent_env):
     assert not ack.ok and ack.error.startswith("pids[0]: no running process")
 
 
-def job_under_grouper_run(pair, agent, receiver, capture, grouper: list[str], python: str,
-                          cwd: str | None = None) -> subprocess.Popen:  # fmt: skip
-    """``grouper`` (the launcher's argv) runs tests/job_tool.py with ``python``: the job
-    registers, its connection is classified and marked, its progress and its end reach
-    the agent. Returns the finished launcher."""
+JOB_TOOL = ROOT / "tests" / "job_tool.py"
+
+
+def job_under_grouper_run(
+    pair, agent, receiver, capture, grouper: list[str], python: str, cwd: str | None = None,
+    tool: Path = JOB_TOOL,
+) -> subprocess.Popen:  # fmt: skip
+    """``grouper`` (the launcher's argv) runs ``tool`` (tests/job_tool.py) with
+    ``python``: the job registers, its connection is classified and marked, its
+    progress and its end reach the agent. Returns the finished launcher."""
     run = pair.popen(
         pair.a, *grouper, "run", "--cojob", "c1", "--job", "j1", "--stages", "100000",
-        "--socket", str(agent.registry), "--", python, str(ROOT / "tests" / "job_tool.py"),
+        "--socket", str(agent.registry), "--", python, str(tool),
         pair.addr_b, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=cwd,
     )  # fmt: skip
     deadline = time.monotonic() + 10
