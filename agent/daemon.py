@@ -1,9 +1,10 @@
 """``grouper agent``: one asyncio process per host.
 
-Serves the Registry on a Unix socket (mode 0660) for local jobs, the Agent API and the
-gRPC health service for the coordinator, tails the JSON-lines directory, drops
-priorities after ``plan_ttl`` without a plan, repairs kernel drift, and on SIGTERM or
-SIGINT removes exactly what it installed (in ``finally``, whatever happened).
+Serves the Registry on a Unix socket for local jobs (each caller known by its peer
+credentials: agent.peers), the Agent API and the gRPC health service for the
+coordinator, tails the JSON-lines directory, drops priorities after ``plan_ttl``
+without a plan, repairs kernel drift, and on SIGTERM or SIGINT removes exactly what it
+installed (in ``finally``, whatever happened).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ reads ``SO_PEERCRED`` (the uid, gid and pid the kernel recorded at ``connect()``
 caller's groups, then connects to the gRPC server's own socket, which lies in a
 directory only root may enter, from an address of its own naming, and relays the bytes
 both ways. A servicer finds the caller by that address (``context.peer()``); a call that
-did not come through the relay has no caller and is refused.
+did not come through the relay has no caller and is refused. The private directory is
+made by ``mkdtemp`` (mode 0700, in the temporary directory: a Unix socket's path holds
+at most 107 bytes, which a directory beside a deep public socket would exceed).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import contextlib
 import itertools
 import logging
 import os
+import shutil
 import socket
 import struct
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +62,22 @@ def groups_of(pid: int) -> frozenset[int]:
     return frozenset()
 
 
+def bind_unix(path: Path) -> socket.socket:
+    """A listening Unix socket at ``path``, bound through its directory's descriptor:
+    Python refuses a path of 108 bytes, which the kernel (and gRPC) take."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        sock.bind(f"/proc/self/fd/{folder}/{path.name}")
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.close(folder)
+    return sock
+
+
 def peer_caller(sock: socket.socket) -> Caller:
     pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     return Caller(uid, gid, pid, groups_of(pid))
@@ -68,8 +88,7 @@ class PeerRelay:
 
     def __init__(self, public: Path) -> None:
         self.public = public
-        self.private = public.with_name(public.name + ".private")  # root only (0700)
-        self.inner = self.private / "registry.sock"
+        self.private: Path | None = None  # root only (0700), made by prepare()
         self._callers: dict[str, Caller] = {}  # the relay's own address -> its caller
         self._open: dict[int, int] = {}  # uid -> open connections
         self._names = itertools.count(1)
@@ -77,17 +96,19 @@ class PeerRelay:
         self._tasks: set[asyncio.Task] = set()
 
     def prepare(self) -> str:
-        """The private directory made (stale sockets of a crash removed); the address
-        the gRPC server listens on."""
-        self.private.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.private, 0o700)
-        for stale in self.private.iterdir():
-            stale.unlink(missing_ok=True)
+        """The private directory made (a stale public socket of a crash removed); the
+        address the gRPC server listens on."""
+        self.private = Path(tempfile.mkdtemp(prefix="grouper-registry-"))
         self.public.unlink(missing_ok=True)
         return f"unix:{self.inner}"
 
+    @property
+    def inner(self) -> Path:
+        assert self.private is not None, "prepare() first"
+        return self.private / "s"
+
     async def start(self, mode: int, gid: int | None) -> None:
-        self._server = await asyncio.start_unix_server(self._accept, path=str(self.public))
+        self._server = await asyncio.start_unix_server(self._accept, sock=bind_unix(self.public))
         if gid is not None:
             os.chown(self.public, 0, gid)
         os.chmod(self.public, mode)
@@ -120,7 +141,7 @@ class PeerRelay:
     async def _relay(
         self, caller: Caller, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        name = str(self.private / f"c{next(self._names)}")
+        name = str(self.inner.with_name(f"c{next(self._names)}"))
         inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         inner.setblocking(False)
         try:
@@ -147,10 +168,8 @@ class PeerRelay:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.public.unlink(missing_ok=True)
-        for leftover in self.private.glob("*"):
-            leftover.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            self.private.rmdir()
+        if self.private is not None:
+            shutil.rmtree(self.private, ignore_errors=True)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

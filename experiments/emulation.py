@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,14 +47,15 @@ class RunOutput:
 
 
 def cluster_config(
-    spec: LeafSpine, policy: str, period: float, work: Path, plan_ttl: float = 3.0
-) -> Path:
+    spec: LeafSpine, policy: str, period: float, work: Path, plan_ttl: float = 3.0,
+    sockets: Path | None = None,
+) -> Path:  # fmt: skip
     hosts = [(h, a, f"{h}-eth0", spec.mbps) for h, a in spec.addresses.items()]
     return write_cluster(
         work / "cluster.yaml",
         hosts,
         cluster="emulated",
-        sockets=work,
+        sockets=sockets or work,
         queues={
             "count": spec.queues.queues,
             "reserved": list(spec.queues.reserved),
@@ -85,6 +87,7 @@ class Emulation:
         # share this process's working directory
         self.spec, self.policy, self.period = spec, policy, period
         self.work = work.resolve()
+        self.sockets = self.work  # the agents' sockets' folder (start() makes its own)
         self.sampler: ConnectionSampler | None = None
         self.host_cc: dict[str, str] = {}  # each host's congestion control (start())
         self.connections: list[dict] = []  # each TCP connection's path and state (stop())
@@ -98,9 +101,12 @@ class Emulation:
         if self.work.exists():
             shutil.rmtree(self.work)  # no state left from an earlier run
         self.work.mkdir(parents=True)
+        # the agents' sockets apart from the work folder, whatever its depth: a Unix
+        # socket's path holds at most 107 bytes
+        self.sockets = Path(tempfile.mkdtemp(prefix="grouper-emu-"))
         self.fabric.start()
         self.host_cc = self.fabric.congestion_controls()
-        cfg = cluster_config(self.spec, self.policy, self.period, self.work)
+        cfg = cluster_config(self.spec, self.policy, self.period, self.work, sockets=self.sockets)
         self.config = cfg
         for h in self.spec.host_names:
             log = (self.work / f"{h}-agent.log").open("w")
@@ -115,9 +121,9 @@ class Emulation:
                     "--host",
                     h,
                     "--listen",
-                    f"unix:{self.work}/{h}-agent.sock",
+                    f"unix:{self.sockets}/{h}-agent.sock",
                     "--socket",
-                    str(self.work / f"{h}-registry.sock"),
+                    str(self.sockets / f"{h}-registry.sock"),
                     "--jobs-dir",
                     str(self.work / f"{h}-jobs"),
                     "--state-file",
@@ -130,7 +136,7 @@ class Emulation:
                 cwd=ROOT,
             )
         for h in self.spec.host_names:
-            self._wait_socket(self.work / f"{h}-registry.sock", self.agents[h], h)
+            self._wait_socket(self.sockets / f"{h}-registry.sock", self.agents[h], h)
             self.netns[h] = NetnsThread(self.fabric.netns_path(h))
         if self.policy != "fs":
             self.start_coordinator()
@@ -190,7 +196,7 @@ class Emulation:
 
     async def run(self, wl: Workload, kill_coordinator_after: float | None = None) -> RunOutput:
         channels = {
-            h: grpc.aio.insecure_channel(f"unix:{self.work}/{h}-registry.sock")
+            h: grpc.aio.insecure_channel(f"unix:{self.sockets}/{h}-registry.sock")
             for h in self.spec.host_names
         }
         hosts = Hosts(
@@ -221,7 +227,7 @@ class Emulation:
     async def band_bytes(self) -> dict[str, dict[int, int]]:
         out = {}
         for h in self.spec.host_names:
-            async with grpc.aio.insecure_channel(f"unix:{self.work}/{h}-agent.sock") as ch:
+            async with grpc.aio.insecure_channel(f"unix:{self.sockets}/{h}-agent.sock") as ch:
                 try:
                     rep = await pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=5)
                     out[h] = {b.band: b.bytes for b in rep.bands if b.bytes}
@@ -253,3 +259,6 @@ class Emulation:
             t.close()
         self.netns.clear()
         self.fabric.stop()
+        if self.sockets != self.work:
+            shutil.rmtree(self.sockets, ignore_errors=True)
+            self.sockets = self.work

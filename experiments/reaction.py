@@ -83,7 +83,7 @@ class Driver:
         self.made = 0
 
     def _stub(self, host: str) -> tuple[grpc.Channel, pbg.RegistryStub]:
-        ch = grpc.insecure_channel(f"unix:{self.emu.work}/{host}-registry.sock")
+        ch = grpc.insecure_channel(f"unix:{self.emu.sockets}/{host}-registry.sock")
         return ch, pbg.RegistryStub(ch)
 
     def next(self) -> Event:

@@ -136,7 +136,7 @@ def _run_searches(
             s.id,
             spawn,
             lambda n, s=s: [Rank(h, addr[h], f"{h}-eth0") for h in s.trials[n]],
-            lambda h: str(work / f"{h}-registry.sock"),
+            lambda h: str(em.sockets / f"{h}-registry.sock"),
             width=s.width,
             port=exp.port + 10 * i,
         )
@@ -199,7 +199,7 @@ def _times(exp: TorchExperiment, results: dict[str, dict]) -> dict:
 def _band_share(em: Emulation, spec: LeafSpine) -> dict[str, float | None]:
     sent: dict[str, list[int]] = {}
     for h in spec.host_names:
-        with grpc.insecure_channel(f"unix:{em.work}/{h}-agent.sock") as ch:
+        with grpc.insecure_channel(f"unix:{em.sockets}/{h}-agent.sock") as ch:
             rep = pbg.AgentStub(ch).Collect(pb.CollectRequest(), timeout=10)
         for j in rep.jobs:
             tally = sent.setdefault(f"{j.job.cojob_id}/{j.job.job_id}", [0, 0])
