@@ -111,6 +111,7 @@ def job_states(core: AgentCore, *, counters: bool = False) -> dict[JobKey, pb.Jo
             iterations_done=j.iterations_done,
             stages_finished=j.stages_finished,
             finished=j.finished,
+            owner_uid=j.owner,
         )
         if counters:
             js.bytes_sent, js.bytes_in_planned_band = core.band_share.get(j.key, (0, 0))

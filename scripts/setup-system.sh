@@ -9,6 +9,8 @@
 #   systemd           systemd-analyze verify on deploy/*.service (tests/kernel/test_units.py)
 #   prometheus        a real Prometheus for the Grafana dashboard's test (tests/kernel/test_prometheus.py;
 #                     the test starts its own server, the package's service is not used)
+#   slurmd, slurmctld, slurm-client, munge   a real Slurm for tests/slurm (the tests start
+#                     their own daemons; the packages' services are not used)
 set -euo pipefail
 need=()
 command -v python3 >/dev/null || need+=(python3)
@@ -22,6 +24,10 @@ command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v prometheus >/dev/null || need+=(prometheus)
+command -v slurmd >/dev/null || need+=(slurmd)
+command -v slurmctld >/dev/null || need+=(slurmctld)
+command -v sbatch >/dev/null || need+=(slurm-client)
+command -v munged >/dev/null || need+=(munge)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -34,7 +34,34 @@ def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(list(args), check=check, capture_output=True, text=True)
 
 
-class NetPair:
+class Namespaces:
+    """Processes started in a set of namespaces, each ended by its pid in ``close``."""
+
+    procs: list[subprocess.Popen]
+
+    def run(self, ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return sh("ip", "netns", "exec", ns, *args, check=check)
+
+    def popen(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
+        p = subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
+        self.procs.append(p)
+        return p
+
+    def nsenter(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
+        """Like ``popen``, in the namespace's network only (the host's mounts: /sys,
+        cgroup2); nsenter execs, so the pid is the command's."""
+        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{ns}", *args], **kw)
+        self.procs.append(p)
+        return p
+
+    def end_procs(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+
+
+class NetPair(Namespaces):
     """Two namespaces ``a`` and ``b`` joined by a veth pair 10.77.N.1 <-> 10.77.N.2.
 
     ``txqueues`` > 1 makes a multi-queue veth, as fast NICs are. ``switch_mbps`` puts a
@@ -77,21 +104,6 @@ class NetPair:
         for cmd in switch_queue_commands("pb", mbps, QueueConfig()):
             self.run(self.s, *cmd.split())
 
-    def run(self, ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return sh("ip", "netns", "exec", ns, *args, check=check)
-
-    def popen(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
-        p = subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
-        self.procs.append(p)
-        return p
-
-    def nsenter(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
-        """Like ``popen``, in the namespace's network only (the host's mounts: /sys,
-        cgroup2); nsenter execs, so the pid is the command's."""
-        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{ns}", *args], **kw)
-        self.procs.append(p)
-        return p
-
     def sink(self, ns: str, *ports: int) -> subprocess.Popen:
         """``tests/tcp_tool.py sink`` on ``ports`` in ``ns``, listening when it returns."""
         p = self.popen(
@@ -102,10 +114,7 @@ class NetPair:
         return p
 
     def close(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=10)
+        self.end_procs()
         netns.del_netns(*(ns for ns in (self.a, self.b, self.s) if ns))
 
 
@@ -212,7 +221,7 @@ class AgentProc:
 
     def __init__(
         self,
-        pair: NetPair,
+        pair: Namespaces,
         ns: str,
         host: str,
         config: Path,
@@ -298,7 +307,7 @@ class AgentProc:
         return self.proc.wait(timeout=timeout * TIME_SCALE)
 
 
-class NetStar:
+class NetStar(Namespaces):
     """``n`` host namespaces on one Linux bridge in a switch namespace (10.78.N.i/24)."""
 
     def __init__(self, n: int) -> None:
@@ -323,19 +332,8 @@ class NetStar:
             self.close()
             raise
 
-    def popen(self, ns: str, *args: str, **kw: object) -> subprocess.Popen:
-        p = subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
-        self.procs.append(p)
-        return p
-
-    def run(self, ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return sh("ip", "netns", "exec", ns, *args, check=check)
-
     def close(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=10)
+        self.end_procs()
         netns.del_netns(*self._made)
 
 

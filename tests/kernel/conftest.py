@@ -8,6 +8,7 @@ import pytest
 
 from tests.layers import skip_layer
 from tests.netns import AgentProc, NetStar, cluster_yaml
+from tests.users import shared, users  # noqa: F401 (fixtures of real users)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,18 +11,14 @@ user's connection, the agent's Collect for what was registered.
 from __future__ import annotations
 
 import json
-import pwd
-import shutil
 import socket
 import subprocess
 import tempfile
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.install import ROOT, build_wheel, make_venv
 from tests.kernel.agent_calls import collect
 from tests.kernel.test_cgroups import cgroups, in_cgroup  # noqa: F401 (fixture)
 from tests.kernel.test_discovery import (
@@ -30,51 +26,8 @@ from tests.kernel.test_discovery import (
     job_under_grouper_run,
     receiver,  # noqa: F401 (fixture)
 )
-from tests.netns import AgentProc, cluster_yaml, sh
-
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: any user may run it
-
-
-@dataclass(frozen=True)
-class User:
-    name: str
-    uid: int
-    gid: int
-
-    @property
-    def argv(self) -> list[str]:
-        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
-
-
-@pytest.fixture(scope="module")
-def users():
-    """alice and bob, made for this module and removed at its end."""
-    made = []
-    try:
-        for who in ("alice", "bob"):
-            name = f"gk{who}{uuid.uuid4().hex[:6]}"
-            sh("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name)
-            made.append(name)
-        yield [User(n, pwd.getpwnam(n).pw_uid, pwd.getpwnam(n).pw_gid) for n in made]
-    finally:
-        for name in made:
-            subprocess.run(["userdel", name], check=False, capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def shared():
-    """A folder every user may read: the client-only venv, the job tools, agents' sockets."""
-    top = Path(tempfile.mkdtemp(prefix="grouper-users-"))
-    try:
-        top.chmod(0o755)
-        wheel = build_wheel(ROOT / "client", top / "dist")
-        make_venv(top / "venv", "client.txt", wheel, python=SYSTEM_PYTHON)
-        for tool in ("job_tool.py", "registry_call.py"):
-            shutil.copy(ROOT / "tests" / tool, top / tool)
-        subprocess.run(["chmod", "-R", "a+rX", str(top)], check=True)
-        yield top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
+from tests.netns import AgentProc, cluster_yaml
+from tests.users import SYSTEM_PYTHON, User
 
 
 @pytest.fixture
