@@ -22,13 +22,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-import yaml
 from scapy.all import IP, TCP
 
 from grouper.common.queues import QueueConfig
 from grouper.common.strict_priority import leaf_minor
 from tests.capture import Capture
 from tests.kernel.agent_calls import collect
+from tests.kernel.star_cluster import metrics_address
 from tests.kernel.test_discovery import segments
 from tests.netns import TIME_SCALE, nft_json, sh
 from tests.slurm.conftest import SWITCH_PORT, Site
@@ -104,7 +104,7 @@ def wait_for(cond, timeout: float, what, site: Site | None = None) -> None:  # n
 
 
 def coordinator_metrics(site: Site) -> str:
-    address = yaml.safe_load(site.config.read_text())["metrics"]["coordinator"]
+    address = metrics_address(site.config)
     return urllib.request.urlopen(f"http://{address}/metrics", timeout=3).read().decode()
 
 
@@ -113,8 +113,9 @@ def stage_ranks(text: str) -> dict[str, float]:
     return {m[1]: float(m[2]) for m in re.finditer(pattern, text, re.M)}
 
 
-def jobs_completed(text: str) -> float:
-    m = re.search(r'^grouper_coordinator_jobs_ended_total\{how="completed"\} (\S+)$', text, re.M)
+def jobs_ended(text: str, how: str) -> float:
+    """The coordinator's count of jobs ended ``how`` (completed, killed)."""
+    m = re.search(rf'^grouper_coordinator_jobs_ended_total\{{how="{how}"\}} (\S+)$', text, re.M)
     return float(m[1]) if m else 0.0
 
 
@@ -216,7 +217,7 @@ def test_two_searches_a_user_submits_run_in_the_coordinators_order(site, users, 
     top = min(b for _, b, _ in narrow)
     counted = sum(n for _, b, n in narrow if b == top)
     assert after[top] - before[top] >= counted, "the switch counted narrow's band's bytes"
-    wait_for(lambda: jobs_completed(coordinator_metrics(site)) >= len(ids), 30,
+    wait_for(lambda: jobs_ended(coordinator_metrics(site), "completed") >= len(ids), 30,
              "the coordinator to see every job complete")  # fmt: skip
     wait_for(lambda: not any(j.job.cojob_id in ids and not j.finished
                              for a in site.agents.values() for j in collect(a).jobs),
@@ -237,14 +238,9 @@ def ring_elements(site: Site, port: int) -> dict[str, int]:
     return out
 
 
-def jobs_killed(text: str) -> float:
-    m = re.search(r'^grouper_coordinator_jobs_ended_total\{how="killed"\} (\S+)$', text, re.M)
-    return float(m[1]) if m else 0.0
-
-
 def test_scancel_in_a_stage_ends_the_job_and_removes_its_kernel_state(site, users, shared):  # noqa: F811
     alice = users[0]
-    killed = jobs_killed(coordinator_metrics(site))
+    killed = jobs_ended(coordinator_metrics(site), "killed")
     job = submit(site, alice, step_script(site, shared, alice, "long", iterations=(400, 800)))
     wait_for(lambda: all(ring_elements(site, PORTS["long"]).values()), 60,
              "the ring's connections classified on both nodes")  # fmt: skip
@@ -255,6 +251,6 @@ def test_scancel_in_a_stage_ends_the_job_and_removes_its_kernel_state(site, user
     left = [(n, j.job.job_id) for n, a in site.agents.items() for j in collect(a).jobs
             if j.job.cojob_id == "long" and not j.finished]  # fmt: skip
     assert not left, f"jobs of the cancelled step still running at their agents: {left}"
-    wait_for(lambda: jobs_killed(coordinator_metrics(site)) >= killed + 1, 15,
+    wait_for(lambda: jobs_ended(coordinator_metrics(site), "killed") >= killed + 1, 15,
              "the coordinator to count the job killed in its stage")  # fmt: skip
     assert "CANCELLED" in (home(site, alice) / f"long-{job}.out").read_text()
