@@ -96,6 +96,7 @@ class SlurmCluster:
         self.controller_ns = controller_ns
         self.conf = top / "slurm.conf"
         self.procs: list[subprocess.Popen] = []
+        self.slurmd: dict[str, subprocess.Popen] = {}  # node -> its slurmd
         for d in ("munge", "state", "log", "run", *(f"spool/{n.name}" for n in nodes)):
             (top / d).mkdir(parents=True, exist_ok=True)
         (top / "munge").chmod(0o755)  # users' srun reach munged's socket
@@ -122,15 +123,37 @@ class SlurmCluster:
         self._spawn(self.controller_ns, "slurmctld", "-D", "-f", str(self.conf))
         self._wait(lambda: b"is UP" in self._out("scontrol", "ping"), "slurmctld")
         for n in self.nodes:
-            self._spawn(n.netns, "slurmd", "-D", "-f", str(self.conf), "-N", n.name)
+            self.slurmd[n.name] = self._spawn(n.netns, "slurmd", "-D", "-f", str(self.conf),
+                                              "-N", n.name)  # fmt: skip
         self._wait(lambda: self.idle_nodes() == len(self.nodes), "every node idle")
 
-    def _spawn(self, ns: str | None, *argv: str) -> None:
+    def _spawn(self, ns: str | None, *argv: str) -> subprocess.Popen:
         enter = ["nsenter", f"--net=/var/run/netns/{ns}"] if ns else []
         log = (self.top / "log" / f"{argv[0]}-{len(self.procs)}.out").open("w")
-        self.procs.append(
-            subprocess.Popen([*enter, *argv], env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        )
+        proc = subprocess.Popen([*enter, *argv], env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def restart_slurmd(self, name: str) -> None:
+        """End node ``name``'s slurmd (SIGTERM, as ``systemctl restart slurmd`` does) and
+        start it again; its running steps' slurmstepd are not its children and go on.
+        Returns once the controller has the new daemon's registration (the node's
+        ``SlurmdStartTime`` changes)."""
+        started = self.slurmd_start_time(name)
+        old = self.slurmd[name]
+        old.send_signal(signal.SIGTERM)
+        old.wait(timeout=15 * TIME_SCALE)
+        self.procs.remove(old)
+        time.sleep(1.1)  # SlurmdStartTime counts seconds
+        node = next(n for n in self.nodes if n.name == name)
+        self.slurmd[name] = self._spawn(node.netns, "slurmd", "-D", "-f", str(self.conf),
+                                        "-N", name)  # fmt: skip
+        self._wait(lambda: self.slurmd_start_time(name) != started, f"{name}'s new slurmd")
+
+    def slurmd_start_time(self, name: str) -> str:
+        """When the controller last heard a slurmd of node ``name`` start."""
+        text = self._out("scontrol", "show", "node", name).decode()
+        return next((w for w in text.split() if w.startswith("SlurmdStartTime=")), "")
 
     def _out(self, *argv: str) -> bytes:
         """A client command's output, run in the controller's namespace."""

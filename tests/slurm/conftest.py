@@ -11,7 +11,10 @@ network only), and a coordinator over the two agents.
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +23,9 @@ import pytest
 from grouper.common.cluster_doc import write_cluster
 from grouper.common.queues import QueueConfig
 from grouper.topologies.leafspine import switch_queue_commands
-from tests.kernel.star_cluster import start_coordinator, stop_all
+from tests.kernel.star_cluster import metrics_address, start_coordinator, stop_all
 from tests.layers import skip_layer
-from tests.netns import AgentProc, NetStar
+from tests.netns import TIME_SCALE, AgentProc, NetStar
 from tests.ports import free_port
 from tests.slurm.cluster import Node, SlurmCluster, missing_binaries
 from tests.users import shared, users  # noqa: F401 (fixtures of real users)
@@ -57,6 +60,20 @@ class Site:
         return f"; queue {self.slurm.states()}; " + " | ".join(outs)
 
 
+def wait_for_metrics(config: Path, coord: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Until the coordinator serves its Prometheus endpoint (tests read it first thing)."""
+    address = metrics_address(config)
+    deadline = time.monotonic() + timeout * TIME_SCALE
+    while True:
+        try:
+            urllib.request.urlopen(f"http://{address}/metrics", timeout=3).close()
+            return
+        except OSError:
+            if coord.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"no coordinator metrics at {address}") from None
+            time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def site(shared):  # noqa: F811
     star = NetStar(3)
@@ -83,6 +100,7 @@ def site(shared):  # noqa: F811
             agents[n].nsenter = True
             agents[n].start()
         coord = start_coordinator(config, work / "coordinator.log")
+        wait_for_metrics(config, coord)
         nodes = [Node(n, ns, addrs[n]) for n, ns in zip(NODES, star.hosts[1:], strict=True)]
         slurm = SlurmCluster(work / "slurm", star.hosts[0], star.addrs[0], nodes).start()
         yield Site(star, slurm, agents, config, work, addrs)
