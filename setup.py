@@ -1,6 +1,6 @@
 """Build hook: wheels carry gRPC stubs generated from ``proto/`` at build time, and
 every package installs under one name, ``grouper``: the folder ``agent/`` is the
-package ``grouper.agent`` (docs/architecture.md, "Installed names")."""
+package ``grouper.agent`` (docs/explanation/pipeline.md, "Installed names")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every import arrow points down the layer map of docs/architecture.md, with no
+"""Every import arrow points down the layer map of docs/explanation/pipeline.md, with no
 exceptions listed anywhere.
 
 Read from the source with ``ast`` (no imports run). A room is a top-level folder, which
