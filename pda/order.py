@@ -6,7 +6,7 @@ candidate stage with the minimum ratio ``w / L_lambda`` (adjusted weight over lo
 that port), sets ``rho = beta_{lambda, M}`` to that ratio, and lowers every unplaced
 stage's weight by ``rho * L_lambda``.
 
-Rules this implementation makes explicit (see docs/scheduling.md):
+Rules this implementation makes explicit (see docs/explanation/pda-adadual.md):
 
 * **Weights** (lines 3-11): ``alpha_k = 1 - (1/2)^k`` on the stage's most loaded port,
   ``w_k = 1 + alpha_{k+1} - alpha_k = 1 + (1/2)^(k+1)``; ``alpha_{K+1}`` follows the same
@@ -18,9 +18,10 @@ Rules this implementation makes explicit (see docs/scheduling.md):
   negative, which is where the multi-stage order departs from Lemma 2's dual
   feasibility (single-stage instances are untouched by the rule).
 * **Ties**: the bottleneck port is the lowest port index among equally loaded ports
-  (ingress ports of hosts in list order, then egress ports). Among candidates whose
-  ratios are equal (relative tolerance 1e-12) the one with the larger tie key (by
-  default: the later cojob in input order, i.e. later arrival) is placed later.
+  (ingress ports of hosts in list order, then egress ports). Among tied candidates
+  (adjusted weights within ``WEIGHT_TOL`` of the largest weight of zero) the one with
+  the larger tie key (by default: the later cojob in input order, i.e. later arrival)
+  is placed later.
 * **No load on the bottleneck port**: when no candidate loads the most loaded port,
   the most loaded port that some candidate does load is used instead.
 * **No load at all**: a candidate with zero total load needs no bandwidth; it is placed

@@ -1,7 +1,7 @@
 """Write an offline coflow instance as a workload YAML, in the shape of the public
 Facebook coflow benchmark (each coflow: some mappers send to some reducers, all at time
 0): ``python scripts/coflow_instance.py COFLOWS PORTS SEED [--json] > FILE``. Used to
-time loading and ordering at trace scale (docs/simulator.md). ``--json`` writes JSON,
+time loading and ordering at trace scale (docs/results/pda.md). ``--json`` writes JSON,
 which is YAML too and loads about eight times faster."""
 
 from __future__ import annotations

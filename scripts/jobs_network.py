@@ -1,6 +1,8 @@
 """Ada-SRSF against SRSF(1) and SRSF(2) as the network gets faster (b and eta divided
-by a speed-up), on builtin:wang-64gpu with LWF-1: the data behind docs/job-scheduling.md's
-explanation of Table V. Prints a Markdown table; writes nothing else."""
+by a speed-up), on builtin:wang-64gpu with LWF-1: one of the readings of Table V
+tried before the authors' poll was found (its figures:
+``git show 696dd6f^:docs/job-scheduling.md``). Prints a Markdown table; writes
+nothing else."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The authors' simulator is public (github.com/HKBU-HPML/dl-scheduling, ``online/``:
 ``job_master.py``, ``job.py``, ``cluster.py``). builtin:wang-64gpu already takes its
 32,768 MB GPUs. Read against our engine, it differs in two more ways that can move
-Ada-SRSF against SRSF(1) (docs/job-scheduling.md), and the paper's text in one:
+Ada-SRSF against SRSF(1) (docs/results/job-scheduling.md), and the paper's text in one:
 
 * ``16gb``: GPUs of 16,000 MB, the V100-16GB the paper's text names;
 * ``eta``: its 10 GbE settings are ``beta = 0.856`` and ``eta = 0.235`` ms per MB, so
@@ -20,7 +20,7 @@ Ada-SRSF against SRSF(1) (docs/job-scheduling.md), and the paper's text in one:
 ``poll`` here is a rate model of that artefact under the paper's rules. The artefact as
 their code has it (each check moves the all-reduce it reads) is ``--reference-poll``,
 and their rules are ``--rules code``; ``scripts/wang_authors_table.py`` runs both on
-job sets drawn as theirs are, beside their own simulator (docs/job-scheduling.md).
+job sets drawn as theirs are, beside their own simulator (docs/results/job-scheduling.md).
 
 Usage: ``python scripts/jobs_reference.py [VARIANT,...] [SEED]`` with variants from
 ``base, 16gb, eta, poll, all`` (default: all five) and the builtin's seed (default 1).

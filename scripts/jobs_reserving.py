@@ -1,7 +1,8 @@
 """One more reading of Wang et al.'s Algorithm 3 tried against Table V: an all-reduce
 that is refused reserves its servers, so no lower-priority all-reduce starts there
 before it (no backfilling). builtin:wang-64gpu, LWF-1; prints each scheduler's
-average JCT, GPU utilisation and shared starts (docs/job-scheduling.md)."""
+average JCT, GPU utilisation and shared starts (its figures:
+``git show 696dd6f^:docs/job-scheduling.md``)."""
 
 from __future__ import annotations
 

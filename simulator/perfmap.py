@@ -5,7 +5,7 @@ addresses: numba's JIT registers its functions with no profiler. ``perf report``
 the names of a process's JIT code from ``/tmp/perf-<pid>.map`` (one line per function:
 start and size in hex, then the name) when it reports, so writing that file at the end
 of a run is enough. ``grouper bench simulator --perf-map`` does it for every run it
-starts; see docs/simulator-speed.md ("Profiling the compiled kernels").
+starts; see docs/how-to/simulate-trace.md for the perf commands.
 """
 
 from __future__ import annotations

@@ -243,7 +243,7 @@ def testbed_spread(
 ) -> Workload:
     """The testbed with each model's stage iterations x 4, 2, 1, 0.5 (DeepSpeech2,
     ResNet152, AlexNet, VGG19): where stage-aware ordering pulls away from Sincronia
-    (docs/scheduling.md)."""
+    (docs/results/papers.md)."""
     return testbed(
         seed, scale, rounds, placement, stage_factors=SPREAD_FACTORS, name="testbed-spread"
     )

@@ -71,7 +71,8 @@ def wang_64gpu(
     Each GPU has 32,768 MB, as in the simulator the authors published with the paper
     (``online/cluster.py`` of github.com/HKBU-HPML/dl-scheduling), which produced
     Tables IV and V; the paper's text names the V100-16GB. With 16,000 MB more jobs
-    queue for memory (docs/job-scheduling.md has both)."""
+    queue for memory (docs/results/job-scheduling.md; the 16 GB runs:
+    git show 696dd6f^:docs/job-scheduling.md)."""
     rng = np.random.default_rng(seed)
     sizes = gpu_counts(jobs)
     rng.shuffle(sizes)

@@ -1,4 +1,5 @@
-"""The workload file format (documented in docs/workloads.md).
+"""The workload file format (docs/explanation/workloads.md; every key in the generated
+docs/reference/workload-format.md).
 
 Every error is a :class:`ConfigError` whose path names the field, e.g.
 ``cojobs[0].jobs[1].workers: a ring needs at least 2 host(s), got 1``.

@@ -1,5 +1,5 @@
 """Where the paper and the authors' simulator differ, one switch each (Wang et al. 2020
-against github.com/HKBU-HPML/dl-scheduling, ``online/``; docs/job-scheduling.md).
+against github.com/HKBU-HPML/dl-scheduling, ``online/``; docs/explanation/job-scheduling.md).
 
 Each rule is ``paper`` (the default: the paper's algorithms as we read them) or
 ``code`` (what the authors' simulator does):

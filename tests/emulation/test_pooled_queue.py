@@ -3,7 +3,7 @@ two NIC bands and one queue of the receiver's switch port), real TCP settles at 
 end of it: the NIC's strict priority decides, whichever flow started first. With a
 third sender into the same port the fixed point is unique, and TCP shares the port.
 (``experiments/pooled_queue.py``; the simulator picks 1/2 each in the first case:
-docs/simulator-speed.md.)"""
+docs/explanation/simulator-model.md.)"""
 
 from __future__ import annotations
 

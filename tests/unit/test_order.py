@@ -197,7 +197,7 @@ def test_seeding_the_lp_with_pdas_order_reaches_the_same_optimum(seed, hosts, st
 
 
 def test_knowing_the_losers_can_make_pda_worse_because_it_compares_chain_tails():
-    """The instance of docs/simulator.md (offline vs online): on one link, c0's stages
+    """The instance of docs/explanation/pda-adadual.md (offline vs online): on one link, c0's stages
     load 16 then 6 (its losers leave after stage 1), c1's one stage 8. PDA's backward
     step weighs only the last stage of each chain: 1.125 / 6 > 1.25 / 8, so c1/1 goes
     last (average SCT 22.67). Online, c0/2 is assumed to load 8 (1.125 / 8 < 1.25 / 8),
