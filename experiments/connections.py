@@ -10,6 +10,7 @@ results name each connection's path.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import subprocess
 import threading
@@ -44,8 +45,8 @@ def parse_ss(text: str, congestion: tuple[str, ...]) -> list[dict[str, Any]]:
             ends = [w.rpartition(":") for w in words if w.rpartition(":")[2].isdigit()]
             if len(ends) >= 2:
                 (src, _, sport), (dst, _, dport) = ends[-2:]
-                out.append({"src": src.strip("[]"), "sport": int(sport),
-                            "dst": dst.strip("[]"), "dport": int(dport)})  # fmt: skip
+                out.append({"src": _address(src), "sport": int(sport),
+                            "dst": _address(dst), "dport": int(dport)})  # fmt: skip
             continue
         if not out or "cc" in out[-1]:
             continue
@@ -64,6 +65,18 @@ def parse_ss(text: str, congestion: tuple[str, ...]) -> list[dict[str, Any]]:
             elif key == "retrans" and value:
                 conn["retrans"] = int(value.split("/")[-1])
     return [c for c in out if "cc" in c]
+
+
+def _address(text: str) -> str:
+    """An end's address as ``ss`` prints it, an IPv4-mapped IPv6 one (a dual-stack
+    socket's, as Gloo's) as the IPv4 address it is: routes are looked up by it."""
+    text = text.strip("[]").partition("%")[0]
+    try:
+        mapped = ipaddress.ip_address(text)
+    except ValueError:
+        return text
+    v4 = getattr(mapped, "ipv4_mapped", None)
+    return str(v4) if v4 is not None else text
 
 
 class ConnectionSampler:

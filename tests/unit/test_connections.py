@@ -24,6 +24,16 @@ def test_ss_output_gives_each_connections_ends_congestion_control_and_figures():
     assert parse_ss("", CHOICES) == []
 
 
+def test_an_ipv4_mapped_end_is_given_as_its_ipv4_address():
+    """Gloo's dual-stack sockets: ``ip route get`` needs the IPv4 address to name the
+    spine a connection takes."""
+    mapped = SS.replace("127.0.0.1:35662", "[::ffff:10.1.1.2]:35662")
+    (a, _) = parse_ss(mapped, CHOICES)
+    assert a["src"] == "10.1.1.2" and a["dst"] == "127.0.0.1"
+    (a, _) = parse_ss(SS.replace("127.0.0.1:35662", "[fe80::1%eth0]:35662"), CHOICES)
+    assert a["src"] == "fe80::1"
+
+
 def test_paired_ratios_take_run_i_against_run_i_with_a_95_percent_interval():
     r = paired_ratios({"fs": [10.0, 20.0], "grouper": [8.0, 18.0]})["grouper/fs"]
     assert r["runs"] == [0.8, 0.9] and r["mean"] == pytest.approx(0.85)
