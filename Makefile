@@ -1,4 +1,4 @@
-# Entry points: `make demo`, `make test`. `make setup` is idempotent.
+# Entry points: `make demo`, `make test`, `make docs`. `make setup` is idempotent.
 # Installs come from the locks in requirements/ (made by uv: `make lock`), never from
 # open ranges: CI, the demo and every host get exactly what was tested.
 PYTHON ?= python3
@@ -6,12 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP_LOCKED := pip install -q --require-hashes --no-deps -r
 
-.PHONY: setup test test-newest test-oldest test-vm lint demo clean protos lock wheels
+.PHONY: setup test test-newest test-oldest test-vm lint demo clean protos lock wheels docs
 
 PROTOS := $(wildcard proto/grouper/v1/*.proto)
 GENERATED := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
 
-setup: $(VENV)/.installed $(GENERATED)
+setup: $(VENV)/.installed $(VENV)/.docs-installed $(GENERATED)
 	# Debian 12's stock kernel (pinned) into .cache/vm, once: tests/vm boots it in QEMU
 	bash scripts/vm/fetch-kernel.sh
 	# numba's cache misses a change to a kernel called from another file: caches older
@@ -30,6 +30,22 @@ grouper/v1/%_pb2.py: proto/grouper/v1/%.proto proto/generate.py $(VENV)/.install
 
 protos: $(GENERATED)
 
+# The documentation site's tools (requirements/docs.in, locked with hashes in
+# requirements/docs.txt, constrained to requirements.txt): installed once into the venv.
+$(VENV)/.docs-installed: requirements/docs.txt $(VENV)/.installed
+	$(BIN)/$(PIP_LOCKED) requirements/docs.txt
+	touch $@
+
+# The site from docs/ into site/, the reference pages generated from the code
+# (mkdocs.yml). Strict: any warning, a broken link or anchor included, fails it.
+# tests/docs runs the same build inside `make test`.
+# (Not --quiet: it hides the warnings from strict mode, and the build passes.) The two
+# variables silence the tools' banners about their own future, not the build's warnings.
+docs: export DISABLE_MKDOCS_2_WARNING := true
+docs: export NO_MKDOCS_2_WARNING := 1
+docs: $(VENV)/.docs-installed $(GENERATED)
+	$(BIN)/mkdocs build --strict --site-dir site
+
 # Everything from requirements.txt (hashes checked, no resolution), then this
 # project itself without its dependencies and without a build environment of its own.
 # pip is the one Python 3.11 brings (not upgraded), so its behaviour does not float.
@@ -42,14 +58,16 @@ $(VENV)/.installed: requirements.txt pyproject.toml setup.py
 
 # Refresh the locks from pyproject.toml's ranges to the newest releases they allow (what
 # `make test-newest` tested; see docs/install.md). requirements.txt is
-# everything `make setup` installs; requirements/hosts.txt (operators) and client.txt
-# (training environments) are constrained to it, so all three agree.
+# everything `make setup` installs but the documentation site's tools;
+# requirements/hosts.txt (operators), client.txt (training environments) and docs.txt
+# (those tools, from requirements/docs.in's ranges) are constrained to it, so all agree.
 UV_COMPILE := $(BIN)/uv pip compile -q --generate-hashes --no-header --python-version 3.11
 lock: $(VENV)/.installed
 	$(UV_COMPILE) --upgrade pyproject.toml --extra test --extra torch --extra optuna --extra dask --extra ray \
 		--find-links /opt/wheels -c requirements/torch.txt -o requirements.txt
 	$(UV_COMPILE) pyproject.toml -c requirements.txt -o requirements/hosts.txt
 	$(UV_COMPILE) client/pyproject.toml -c requirements.txt -o requirements/client.txt
+	$(UV_COMPILE) --upgrade requirements/docs.in -c requirements.txt -o requirements/docs.txt
 
 # Drift seen before it lands: the newest (or the oldest) releases pyproject.toml's
 # ranges allow, in a venv of their own, running the unit layer.
@@ -83,4 +101,4 @@ demo: setup
 	$(BIN)/grouper emulate --experiment builtin:small --policies fs,grouper
 
 clean:
-	rm -rf $(VENV) .venv-* .pytest_cache .ruff_cache build dist client/build *.egg-info
+	rm -rf $(VENV) .venv-* .pytest_cache .ruff_cache build dist client/build *.egg-info site

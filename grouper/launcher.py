@@ -47,7 +47,12 @@ def add_arguments(ru: argparse.ArgumentParser) -> None:
     ru.add_argument("--cojob", required=True, help="the search (cojob) id")
     ru.add_argument("--job", required=True, help="this job's id (the same on every host)")
     ru.add_argument("--stages", required=True, help="iterations per stage, e.g. 500,1000,2000")
-    ru.add_argument("--arch", default="flows", choices=("flows", "ps", "ring"))
+    ru.add_argument(
+        "--arch",
+        default="flows",
+        choices=("flows", "ps", "ring"),
+        help="the job's traffic: parameter server, ring all-reduce, or the flows measured",
+    )
     ru.add_argument(
         "--model-bytes", type=ascii_float, help="gradient bytes per iteration (a prior)"
     )

@@ -213,7 +213,9 @@ def add_bench_simulator(add: object) -> None:
     """``grouper bench simulator`` on the CLI's ``bench`` adder (``grouper.cli.argtypes``)."""
     b = add("simulator", _cmd, "every policy on a coflow-benchmark trace: seconds, peak MB, events")
     b.add_argument("--trace", required=True, help="a coflow-benchmark file (FB2010-1Hr-150-0.txt)")
-    b.add_argument("--policies", default=",".join(POLICIES))
+    b.add_argument(
+        "--policies", default=",".join(POLICIES), help="comma-separated policies to time"
+    )
     b.add_argument(
         "--fractions", default="1", help="first shares of the coflows, e.g. 0.0625,0.25,1"
     )

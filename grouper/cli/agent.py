@@ -18,7 +18,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--socket", help="registry Unix socket path")
     p.add_argument("--jobs-dir", help="directory of JSON-lines job event files")
     p.add_argument("--state-file", help="registry state file")
-    p.add_argument("--backend", choices=("auto", "prio", "htb"))
+    p.add_argument(
+        "--backend", choices=("auto", "prio", "htb"), help="qdisc backend (default: agent.backend)"
+    )
     p.add_argument(
         "--multiqueue",
         choices=("per-queue", "single"),
@@ -26,4 +28,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--metrics-port", type=T.PORT, help="Prometheus port (0 = off)")
     p.add_argument("--link-mbps", type=T.real(0, 1e7, lo_open=True), help="override the link rate")
-    p.add_argument("--log-level", type=T.log_level, default="INFO")
+    p.add_argument("--log-level", type=T.log_level, default="INFO", help=T.LOG_LEVEL_HELP)

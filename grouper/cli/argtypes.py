@@ -16,6 +16,7 @@ from grouper.common import limits as L
 from grouper.common import validate as v
 from grouper.common.errors import ConfigError
 from grouper.common.progress import MAX_PROGRESS_STEP
+from grouper.common.scheduling import POLICIES
 
 MAX_PERIOD = L.MAX_PERIOD  # seconds
 MAX_BENCH_HOSTS = 100_000
@@ -43,6 +44,7 @@ def real(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str], floa
             )
         return x
 
+    parse.range = span  # type: ignore[attr-defined]  # shown by the CLI reference
     return parse
 
 
@@ -61,6 +63,7 @@ def count(lo: int, hi: int) -> Callable[[str], int]:
             )
         return n
 
+    parse.range = f"[{lo}, {hi}]"  # type: ignore[attr-defined]  # shown by the CLI reference
     return parse
 
 
@@ -109,6 +112,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PORT = count(0, 65535)
 PERIOD = period
 SEED = count(0, MAX_SEED)
+LOG_LEVEL_HELP = "log level: " + ", ".join(LOG_LEVELS).lower()
+POLICIES_HELP = "comma-separated policies to run, of " + ", ".join(POLICIES)
 FRACTION = real(0.0, 1.0)
 PROGRESS_STEP = real(0.0, MAX_PROGRESS_STEP)  # a cluster's scheduling.progress_step
 

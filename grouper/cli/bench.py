@@ -81,6 +81,7 @@ def _cases(text: str) -> list[str]:
     return cases
 
 
+SEED_HELP = "seed of the random instance"
 RUNS = T.count(3, 1000)  # timed runs; the median of at least three is reported
 
 
@@ -97,18 +98,26 @@ def add_bench(bench: argparse.ArgumentParser) -> None:
 def _add_planning_benches(add: T.Add) -> None:
     """Benchmarks of the planner and the coordinator: no root needed."""
     bp = add("pda", _cmd_bench_pda, "time PDA on a random cluster-scale instance")
-    bp.add_argument("--hosts", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
-    bp.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
-    bp.add_argument("--seed", type=T.SEED, default=1)
+    bp.add_argument(
+        "--hosts", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000, help="hosts of the instance"
+    )
+    bp.add_argument(
+        "--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000, help="stages to order"
+    )
+    bp.add_argument("--seed", type=T.SEED, default=1, help=SEED_HELP)
     bp.add_argument("--runs", type=RUNS, default=5, help="timed runs (median reported, min 3)")
     bc = add(
         "coordinator",
         _cmd_bench_coordinator,
         "coordinator cycles against a fleet of virtual agents (another process, loopback gRPC)",
     )
-    bc.add_argument("--agents", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000)
-    bc.add_argument("--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000)
-    bc.add_argument("--seed", type=T.SEED, default=1)
+    bc.add_argument(
+        "--agents", type=T.count(2, T.MAX_BENCH_HOSTS), default=1000, help="virtual agents"
+    )
+    bc.add_argument(
+        "--stages", type=T.count(1, T.MAX_BENCH_STAGES), default=10000, help="stages scheduled"
+    )
+    bc.add_argument("--seed", type=T.SEED, default=1, help=SEED_HELP)
     bc.add_argument("--runs", type=RUNS, default=3, help="timed runs (min 3)")
     bc.add_argument(
         "--changed", type=T.FRACTION, default=1.0, help="share of jobs progressing per period"
@@ -160,10 +169,14 @@ def _add_planning_benches(add: T.Add) -> None:
         _cmd_bench_ratio,
         "distribution of PDA's sum of SCT over the LP bound on random one-port instances",
     )
-    br.add_argument("--instances", type=T.count(1, 100_000), default=200)
+    br.add_argument(
+        "--instances", type=T.count(1, 100_000), default=200, help="random instances of each kind"
+    )
     br.add_argument("--max-cojobs", type=T.count(2, 50), default=6, help="at least 2")
-    br.add_argument("--max-stages", type=T.count(1, 50), default=4)
-    br.add_argument("--seed", type=T.SEED, default=1)
+    br.add_argument(
+        "--max-stages", type=T.count(1, 50), default=4, help="stages of a cojob, at most"
+    )
+    br.add_argument("--seed", type=T.SEED, default=1, help=SEED_HELP)
 
 
 def _add_kernel_benches(add: T.Add) -> None:
@@ -176,17 +189,17 @@ def _add_kernel_benches(add: T.Add) -> None:
         _cmd_bench_reaction,
         "stage event to new priorities in every kernel, on the emulated fabric (root)",
     )
-    br.add_argument("--events", type=T.count(1, 10000), default=80)
+    br.add_argument("--events", type=T.count(1, 10000), default=80, help="stage events timed")
     br.add_argument("--period", type=T.real(0.05, 3600), default=5.0, help="scheduling period")
     br.add_argument("--gap", type=T.real(0.05, 60), default=0.5, help="seconds between events")
-    br.add_argument("--seed", type=T.SEED, default=1)
+    br.add_argument("--seed", type=T.SEED, default=1, help=SEED_HELP)
     T.add_cc(br)
     bd = add(
         "discovery",
         _cmd_bench_discovery,
         "connect() to planned band and DSCP, and agent CPU, with many jobs (root)",
     )
-    bd.add_argument("--jobs", type=T.count(1, 2000), default=200)
+    bd.add_argument("--jobs", type=T.count(1, 2000), default=200, help="registered jobs")
     bd.add_argument("--connections", type=T.count(1, 64), default=4, help="per job")
     bd.add_argument("--samples", type=T.count(10, 10000), default=60, help="timed new connections")
     bd.add_argument(
@@ -205,9 +218,11 @@ def _add_kernel_benches(add: T.Add) -> None:
         _cmd_bench_datapath,
         "TCP throughput through a veth with no agent, an idle agent and 10,000 rules (root)",
     )
-    bdp.add_argument("--entries", type=T.count(1, 100_000), default=10000)
-    bdp.add_argument("--streams", type=T.count(1, 64), default=4)
-    bdp.add_argument("--seconds", type=T.real(1, 60), default=5.0)
+    bdp.add_argument(
+        "--entries", type=T.count(1, 100_000), default=10000, help="rules in the loaded state"
+    )
+    bdp.add_argument("--streams", type=T.count(1, 64), default=4, help="parallel TCP streams")
+    bdp.add_argument("--seconds", type=T.real(1, 60), default=5.0, help="measured, per run")
     bdp.add_argument(
         "--runs",
         type=T.count(1, 20),

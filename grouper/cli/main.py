@@ -100,7 +100,7 @@ def _add_lower_bound(add: T.Add) -> None:
         _cmd_lower_bound,
         "LP lower bound on the sum/average of stage completion times (offline)",
     )
-    lb.add_argument("--workload", required=True)
+    lb.add_argument("--workload", required=True, help="builtin:NAME or a YAML file")
     lb.add_argument(
         "--seconds",
         type=T.real(0, 1e6, lo_open=True),
@@ -121,14 +121,19 @@ def _add_emulate(add: T.Add) -> None:
         "run agents, coordinator and real TCP traffic on a Mininet leaf-spine (root)",
     )
     em.add_argument("--experiment", default="builtin:small", help="builtin:NAME or YAML file")
-    em.add_argument("--policies", default="fs,baraat,sincronia,grouper")
+    em.add_argument("--policies", default="fs,baraat,sincronia,grouper", help=T.POLICIES_HELP)
     em.add_argument(
         "--period",
         type=T.real(L.MIN_LIVE_PERIOD, 60),
         default=0.5,
         help="scheduling period (s)",
     )
-    em.add_argument("--seed", type=T.SEED, default=1)
+    em.add_argument(
+        "--seed",
+        type=T.SEED,
+        default=1,
+        help="not used by the emulation: its traffic comes from the experiment file",
+    )
     em.add_argument(
         "--backend",
         choices=("htb", "prio"),
@@ -181,7 +186,9 @@ def _add_calibrate(add: T.Add) -> None:
         "and last)",
     )
     ca.add_argument("--sizes", default="0.25,0.5,1", help="all-reduce sizes in MB")
-    ca.add_argument("--max-k", dest="max_k", type=T.count(2, 16), default=8)
+    ca.add_argument(
+        "--max-k", dest="max_k", type=T.count(2, 16), default=8, help="measure k = 1 to this"
+    )
     ca.add_argument("--reps", type=T.count(1, 20), default=3, help="timed rounds per point")
     ca.add_argument(
         "--pattern",
@@ -209,12 +216,12 @@ def _add_daemons(add: T.Add) -> None:
         type=T.address(zero_port_off=True),
         help="Prometheus address HOST:PORT (port 0 = off)",
     )
-    co.add_argument("--log-level", type=T.log_level, default="INFO")
+    co.add_argument("--log-level", type=T.log_level, default="INFO", help=T.LOG_LEVEL_HELP)
     co.add_argument(
         "--trace", metavar="FILE", help="append a JSON line per cycle: events, plans, timings"
     )
     cc = add("check-config", _cmd_check_config, "validate a cluster config file")
-    cc.add_argument("file")
+    cc.add_argument("file", help="the cluster YAML to check")
 
 
 def _add_run(add: T.Add) -> None:

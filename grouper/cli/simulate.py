@@ -17,7 +17,13 @@ def add_simulate(add: T.Add) -> None:
         _cmd_simulate,
         "flow-level simulation of policies on a workload (or: simulate sweep ...)",
     )
-    sim.add_argument("action", nargs="?", default="run", choices=("run", "sweep"))
+    sim.add_argument(
+        "action",
+        nargs="?",
+        default="run",
+        choices=("run", "sweep"),
+        help="run: each policy once; sweep: over --what's values, with plots",
+    )
     sim.add_argument(
         "--mode",
         choices=("stages", "jobs"),
@@ -39,7 +45,7 @@ def add_simulate(add: T.Add) -> None:
 
 def _add_simulate_scheduling(sim: argparse.ArgumentParser) -> None:
     """What `grouper simulate` schedules with: the policies, the period, keeping orders."""
-    sim.add_argument("--policies", default="fs,baraat,sincronia,grouper")
+    sim.add_argument("--policies", default="fs,baraat,sincronia,grouper", help=T.POLICIES_HELP)
     sim.add_argument("--what", help="sweep: load | comm-ratio | period | online")
     sim.add_argument("--values", help="sweep: comma-separated values to use instead")
     sim.add_argument("--period", type=T.PERIOD, help="scheduling period (0 = every event)")
@@ -75,7 +81,9 @@ def _add_simulate_knobs(sim: argparse.ArgumentParser) -> None:
         type=T.real(0, 30 * 86400, lo_open=True),
         help="stop with an error after this many wall-clock seconds (default: none)",
     )
-    sim.add_argument("--seed", type=T.SEED, default=1)
+    sim.add_argument(
+        "--seed", type=T.SEED, default=1, help="seed of generated workloads and of fabric paths"
+    )
     sim.add_argument(
         "--load", type=T.real(0, 10, lo_open=True), help="sim60: arrival rate scale (0.1 to 2.0)"
     )

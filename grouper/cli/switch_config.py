@@ -48,7 +48,9 @@ def add_switch_config(add: T.Add) -> None:
         "cluster config's queues: (SONiC config_db JSON, Arista EOS CLI, Cumulus NVUE)",
     )
     sc.add_argument("--config", required=True, metavar="CLUSTER.yaml", help="cluster YAML")
-    sc.add_argument("--os", required=True, choices=OSES, dest="switch_os")
+    sc.add_argument(
+        "--os", required=True, choices=OSES, dest="switch_os", help="the switches' network OS"
+    )
     sc.add_argument("--ports", help="comma-separated switch ports, e.g. Ethernet0,Ethernet4")
     sc.add_argument("--ports-file", dest="ports_file", help="file of ports, one per line")
     sc.add_argument("--out", help="write here instead of standard output")
