@@ -4,6 +4,18 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+# what each label's values are (the metrics reference shows them; a test checks that
+# every label of every metric below has one)
+LABELS = {
+    "host": "the host's name in the cluster config",
+    "band": "the qdisc band, 0 highest (queues.count bands)",
+    "source": "where the refused input came from: grpc (the registry socket) or jsonl "
+    "(agent.jobs_dir's files)",
+    "reason": "the rule that refused the call, one of agent.ownership.REASONS",
+    "backend": "prio or htb",
+    "mechanism": "cgroup or pids",
+}
+
 
 class AgentMetrics:
     def __init__(self, host: str) -> None:

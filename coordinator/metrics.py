@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+# what each label's values are (the metrics reference shows them; a test checks that
+# every label of every metric below has one)
+LABELS = {
+    "step": "the cycle's step: ingest, collect, order, map, push, or total",
+    "trigger": "what started the cycle: period or event",
+    "order": "new (PDA's fresh order) or kept (the last one, within keep_order_within)",
+    "how": "completed or killed",
+    "form": "whole or delta",
+    "host": "the agent's host name in the cluster config",
+    "stage": "the stage's id, COJOB/STAGE (stages numbered from 1)",
+    "kind": "bad_report, update_gap, agent_down, plan_refused, cycle, or config_reload",
+}
+
 
 class CoordinatorMetrics:
     def __init__(self) -> None:

@@ -70,6 +70,9 @@ def test_every_metric_is_described():
     names = [m.name for ms in found.values() for m in ms]
     assert len(names) == len(set(names)) and "grouper_agent_band_drops" in names
     assert [m.name for ms in found.values() for m in ms if not m.help.strip()] == []
+    for daemon, ms in found.items():  # every label's values described beside the metrics
+        labels = metrics.LABELS[daemon]
+        assert {x for m in ms for x in m.labels} == {x for x, text in labels.items() if text}
 
 
 def test_the_grpc_reference_keeps_the_comments():

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from prometheus_client.metrics import MetricWrapperBase
 
+from grouper.agent import metrics as agent_metrics
 from grouper.agent.metrics import AgentMetrics
+from grouper.coordinator import metrics as coordinator_metrics
 from grouper.coordinator.metrics import CoordinatorMetrics
 
 
@@ -37,6 +39,8 @@ def every_metric() -> dict[str, list[Metric]]:
     }
 
 
+LABELS = {"agent": agent_metrics.LABELS, "coordinator": coordinator_metrics.LABELS}
+
 WHERE = {
     "agent": "Every agent, on `agent.metrics_port` (0: off) of its host.",
     "coordinator": "The coordinator, on `metrics.coordinator` (port 0: off).",
@@ -59,4 +63,6 @@ def metrics_page() -> str:
             labels = ", ".join(f"`{x}`" for x in m.labels) or "none"
             lines += [f"### `{m.name}` {{#{m.name}}}", "", f"**Type** {m.kind} · "
                       f"**Labels** {labels}", "", m.help + ".", ""]  # fmt: skip
+            lines += [f"- `{x}`: {LABELS[daemon][x]}" for x in m.labels]
+            lines += [""] if m.labels else []
     return "\n".join(lines)
