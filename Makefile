@@ -57,7 +57,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml setup.py
 	touch $@
 
 # Refresh the locks from pyproject.toml's ranges to the newest releases they allow (what
-# `make test-newest` tested; see docs/install.md). requirements.txt is
+# `make test-newest` tested; see docs/how-to/upgrade.md). requirements.txt is
 # everything `make setup` installs but the documentation site's tools;
 # requirements/hosts.txt (operators), client.txt (training environments) and docs.txt
 # (those tools, from requirements/docs.in's ranges) are constrained to it, so all agree.

@@ -44,10 +44,10 @@ class SchedulingConfig:
     min_gap: float = 0.1
     # a fresh order keeps the last one's relative order of known stages when its
     # weighted completion bound is within this share of PDA's new order (0: never;
-    # docs/coordinator.md, "A steadier order", has the measurements behind 0.001)
+    # docs/results/coordinator.md, "A steadier order", has the measurements behind 0.001)
     keep_order_within: float = 0.001
     # agents report a job's progress in steps of this share of its stage (0: every
-    # change; docs/coordinator.md, "Progress in steps", has the cost at scale)
+    # change; docs/results/coordinator.md, "Progress in steps", has the cost at scale)
     progress_step: float = 0.0
     # agents send progress at most this often, in seconds (0: a quarter of the period;
     # stage events go at once whatever it is)

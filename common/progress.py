@@ -7,7 +7,7 @@ they have left; a step of a few percent of a stage moves that order little (and
 ``scheduling.keep_order_within`` keeps it anyway). With ``scheduling.progress_step``
 an agent reports a job only when its iterations done cross a step of the stage they
 are in (``step`` x that stage's iterations, at least one), when a stage or the job
-ends, and when anything else about the job changes; docs/coordinator.md ("Progress
+ends, and when anything else about the job changes; docs/explanation/coordinator.md ("Progress
 in steps") has the cost per period with and without.
 """
 

@@ -18,7 +18,7 @@ log = logging.getLogger("grouper.coordinator")
 # Plan writes awaited together. One at a time, each write waits for gRPC's poller
 # thread to complete it; together those waits overlap: at 3,000 agents the deliver
 # step took 0.56 s one at a time, 0.23-0.25 s 256 or 1,024 at a time, 0.27 s all at
-# once (docs/coordinator.md).
+# once (docs/explanation/coordinator.md).
 WRITES_IN_FLIGHT = 1024
 
 

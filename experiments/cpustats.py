@@ -4,7 +4,7 @@ On a virtual machine, "steal" is time a virtual CPU was ready to run but the hos
 something else. Emulated links are shaped in software and the traffic generator is one
 Python process, so steal slows an emulated run where nothing in the workload changed:
 bursts of 36-58% stolen made single fair-sharing runs 1.4-3x slower than any other
-(docs/emulation.md). ``grouper emulate`` samples ``/proc/stat`` once a second during
+(docs/explanation/emulation.md). ``grouper emulate`` samples ``/proc/stat`` once a second during
 each policy's run and reports the mean and the worst second beside the times.
 """
 

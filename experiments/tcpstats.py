@@ -3,7 +3,7 @@
 Each emulated host is a fresh network namespace, so its counters start at zero with the
 run. ``/proc/PID/net/{snmp,netstat}`` of a process in that namespace (the Mininet
 host's shell) are the namespace's counters: no tool or namespace switch is needed.
-These are what the fluid simulator cannot see (docs/emulation.md): segments sent again,
+These are what the fluid simulator cannot see (docs/explanation/emulation.md): segments sent again,
 retransmission timeouts (each a stall of at least the route's RTO floor: 10 ms on the
 emulated hosts, ``topologies.leafspine.RTO_MIN``, 200 ms by Linux's default) and fast
 retransmits.

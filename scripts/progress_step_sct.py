@@ -3,7 +3,7 @@
 Runs ``grouper simulate`` (grouper, the general engine) with the planner seeing
 progress as agents report it in steps, against exact progress, over seeds and loads,
 and prints the average SCT and p95 slowdown of each step relative to step 0 (mean of
-the seeds, and their range), as the table in docs/coordinator.md ("Progress in
+the seeds, and their range), as the table in docs/results/coordinator.md ("Progress in
 steps"). Example::
 
     python scripts/progress_step_sct.py --steps 0,0.02,0.05,0.1 --loads 0.5,1,2 --seeds 0,1,2

@@ -2,7 +2,7 @@
 """Validate ``grouper switch-config --os sonic`` output against SONiC's YANG models.
 
 Not run in CI (it needs libyang's ``yanglint`` and a checkout of SONiC's models, neither
-of which is a project dependency); docs/switches.md says how it was run. It turns the
+of which is a project dependency); docs/how-to/switches.md says how it was run. It turns the
 config_db tables into YANG instance data (RFC 7951 JSON, the shape SONiC's own
 sonic-yang-mgmt translation gives them), adds the PORT rows the leafrefs point at, and
 runs yanglint with the models that define the tables:

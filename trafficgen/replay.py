@@ -6,7 +6,7 @@
 * Ring all-reduce: 2(W-1) steps; in each, every worker sends model/W bytes to its ring
   successor, and the next step starts when every chunk of this one has arrived (a
   barrier per step: stricter than real rings, where a worker waits only for its
-  predecessor; see docs/emulation.md).
+  predecessor; see docs/explanation/emulation.md).
 * A compute gap precedes each iteration. A stage ends when all its jobs finish it;
   the jobs whose (hidden) stage count is reached are stopped (successive halving).
 

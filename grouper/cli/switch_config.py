@@ -14,7 +14,7 @@ default band's queue. Three outputs:
 - ``cumulus``: Cumulus Linux NVUE commands (``nv set qos ...``, profiles bound to the
   ports), ending with ``nv config apply``.
 
-How each was checked against its vendor's schema or examples: docs/switches.md.
+How each was checked against its vendor's schema or examples: docs/how-to/switches.md.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ user's loop stays as it is. Before the first iteration it declares the job's loa
 gradient bytes (parameters that require grad) and the ring of the process group (each
 rank's address, gathered over the group); with W ranks, ring all-reduce sends
 2 (W-1) / W x gradient bytes per iteration from each rank to its successor. The agent
-measures the real bytes later and those win (``docs/agent.md``).
+measures the real bytes later and those win (``docs/explanation/datapath.md``).
 """
 
 from __future__ import annotations

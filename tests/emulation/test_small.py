@@ -61,7 +61,7 @@ def capture_window(em: Emulation, pcap: str, seconds: float) -> tuple[dict, dict
 
 
 # grouper's average SCT over fair sharing's on builtin:small measured 0.70-0.75 on this
-# 2-core VM (docs/emulation.md); the test demands at most this, so run-to-run noise of
+# 2-core VM (docs/results/emulation.md); the test demands at most this, so run-to-run noise of
 # the emulation (a few percent) cannot flip it, while a scheduler that orders nothing
 # (ratio ~1.0) fails.
 MARGIN = 0.9

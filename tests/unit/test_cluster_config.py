@@ -31,7 +31,7 @@ def test_sample_config_loads():
 
 
 def test_keep_order_within_is_a_tenth_of_a_percent_unless_set():
-    """A config that does not name it keeps orders within 0.001 (docs/coordinator.md, "A
+    """A config that does not name it keeps orders within 0.001 (docs/results/coordinator.md, "A
     steadier order"); 0 turns it off."""
     doc = sample()
     doc.get("scheduling", {}).pop("keep_order_within", None)

@@ -1,7 +1,7 @@
 """``grouper switch-config``: the one DSCP -> queue mapping, written for SONiC, EOS and
 Cumulus, and the same mapping in the emulated fabric's tc queues.
 
-No vendor validator runs here (docs/switches.md: SONiC's output was checked once with
+No vendor validator runs here (docs/how-to/switches.md: SONiC's output was checked once with
 yanglint against SONiC's YANG models); these tests hold each output to the structure of
 the vendors' worked examples and to the mapping itself.
 """
