@@ -3,7 +3,7 @@
 
 Types, defaults and simple bounds are not written here: the generator reads them from
 :func:`grouper.common.cluster_config.parse_cluster_config` itself while it parses the
-documents below (:mod:`grouper.common.schema_trace`). A :class:`Doc` adds only what a
+documents below (:mod:`grouper.cli.reference.trace`). A :class:`Doc` adds only what a
 single reader call cannot show: a rule between fields, or a default computed from
 another field. ``tests/unit/test_reference_complete.py`` fails when a key the parser
 accepts has no entry here, or an entry names a key it does not accept.

@@ -123,6 +123,12 @@ def registered(site: Site) -> dict[tuple[str, str, str], int]:
     }
 
 
+def running_jobs(site: Site, cojob: str) -> list[tuple[str, str]]:
+    """(node, job) of ``cojob``'s jobs the agents still hold as running."""
+    return [(n, j.job.job_id) for n, a in site.agents.items() for j in collect(a).jobs
+            if j.job.cojob_id == cojob and not j.finished]  # fmt: skip
+
+
 def ring_elements(site: Site, port: int) -> dict[str, int]:
     """node -> how many of the agent's per-connection map elements are the ring's
     (its port at either end)."""

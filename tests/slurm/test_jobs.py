@@ -17,7 +17,6 @@ from scapy.all import IP, TCP
 from grouper.common.queues import QueueConfig
 from grouper.common.strict_priority import leaf_minor
 from tests.capture import Capture
-from tests.kernel.agent_calls import collect
 from tests.kernel.test_discovery import segments
 from tests.netns import sh
 from tests.slurm.conftest import SWITCH_PORT, Site
@@ -29,6 +28,7 @@ from tests.slurm.jobs import (
     output,
     registered,
     ring_elements,
+    running_jobs,
     stage_ranks,
     step_script,
     submit,
@@ -148,6 +148,5 @@ def test_two_searches_a_user_submits_run_in_the_coordinators_order(site, users, 
     assert after[top] - before[top] >= counted, "the switch counted narrow's band's bytes"
     wait_for(lambda: jobs_ended(coordinator_metrics(site), "completed") >= len(ids), 30,
              "the coordinator to see every job complete")  # fmt: skip
-    wait_for(lambda: not any(j.job.cojob_id in ids and not j.finished
-                             for a in site.agents.values() for j in collect(a).jobs),
-             15, "the agents to end the finished steps' jobs")  # fmt: skip
+    wait_for(lambda: not any(running_jobs(site, c) for c in ids), 15,
+             "the agents to end the finished steps' jobs")  # fmt: skip

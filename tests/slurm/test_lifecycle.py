@@ -10,7 +10,6 @@ endpoint (its count of jobs ended by kind) and the jobs' own output.
 
 from __future__ import annotations
 
-from tests.kernel.agent_calls import collect
 from tests.slurm.conftest import Site
 from tests.slurm.jobs import (
     Step,
@@ -20,16 +19,11 @@ from tests.slurm.jobs import (
     output,
     registered,
     ring_elements,
+    running_jobs,
     step_script,
     submit,
     wait_for,
 )
-
-
-def running_jobs(site: Site, cojob: str) -> list[tuple[str, str]]:
-    """(node, job) of ``cojob``'s jobs the agents still hold as running."""
-    return [(n, j.job.job_id) for n, a in site.agents.items() for j in collect(a).jobs
-            if j.job.cojob_id == cojob and not j.finished]  # fmt: skip
 
 
 def ended(site: Site) -> dict[str, float]:

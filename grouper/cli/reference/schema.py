@@ -1,6 +1,6 @@
 """The configuration and workload-format references: every key a YAML reader accepts,
 in the reader's order, with the type, default and bounds its reader calls show
-(:mod:`grouper.common.schema_trace`) and the meaning written beside the schema."""
+(:mod:`grouper.cli.reference.trace`) and the meaning written beside the schema."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 
 import yaml
 
-from grouper.common import config_keys, schema_trace
+from grouper.cli.reference import trace as schema_trace
+from grouper.cli.reference.trace import Field, Trace
+from grouper.common import config_keys
 from grouper.common.cluster_config import parse_cluster_config
 from grouper.common.config_keys import Doc
-from grouper.common.schema_trace import Field, Trace
 from grouper.workloads import keys as workload_keys
 from grouper.workloads.schema import parse_workload
 
