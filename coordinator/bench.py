@@ -202,6 +202,7 @@ def _result(agents: int, synced: int, sync_s: float, first: CycleStats,
         "stages": s.stages,
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "runs": [p.stats.total_s for p in periods],
+        "cpu_seconds_runs": [p.cpu_s for p in periods],
     }
 
 

@@ -28,6 +28,7 @@ Everything created is removed in ``finally``, and processes are ended by pid.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -52,6 +53,7 @@ PORT = 5001
 DSCP_TABLE = list(QueueConfig().dscp_table)
 BAND = 1
 WINDOW = 10.0  # seconds of CPU measurement
+CPU_PARTS = 5  # the window's consecutive spans, each one CPU sample (the suite's)
 CHURN = 100.0  # new connections a second while the churn CPU is measured
 
 
@@ -209,20 +211,22 @@ class Testbed:
         _register(reg, jobs)
         _plan(api, 1, jobs, BAND)
         classified = self._wait_classified(n_jobs * conns if not prefix else len(jobs))
-        cpu = self._cpu(WINDOW)
+        cpu, cpu_parts = self._cpu(WINDOW)
         churn = self._helper(
             self.a, "churn", "10.98.0.2", str(PORT), str(CHURN), cgroup=self._cgroup("churn")
         )
         jobs.append(("churn", "c", churn.pid, self._cgroup("churn")))
         _register(reg, jobs[-1:])
         _plan(api, 2, jobs, BAND)
-        cpu_churn = self._cpu(WINDOW)
+        cpu_churn, _ = self._cpu(WINDOW)
         churn.stdin.close()  # type: ignore[union-attr]
         lat, late = self._latencies(probe, sink, samples)
         t0 = time.monotonic()
         _plan(api, 3, jobs, BAND + 1)
         plan_ms = round((time.monotonic() - t0) * 1e3, 2)
-        return self._result(n_jobs, conns, classified, lat, late, cpu, cpu_churn, plan_ms)
+        result = self._result(n_jobs, conns, classified, lat, late, cpu, cpu_churn, plan_ms)
+        result["cpu_percent_parts"] = cpu_parts
+        return result
 
     def _result(
         self, n_jobs: int, conns: int, classified: int, lat: list[float], late: list[int],
@@ -241,6 +245,7 @@ class Testbed:
             "interval_s": self.interval,
             "samples": len(lat),
             "missed": missed,
+            "latencies_ms": [_ms(x) for x in lat],
             "p50_ms": _ms(lat[len(lat) // 2]),
             "p99_ms": _ms(lat[_p99(len(lat))]),
             "max_ms": _ms(lat[-1]),
@@ -277,15 +282,23 @@ class Testbed:
             time.sleep(0.2)
         return n
 
-    def _cpu(self, window: float) -> float:
+    def _cpu(self, window: float) -> tuple[float, list[float]]:
+        """The agent's CPU over ``window`` seconds as a percentage of one core, and the
+        same over each of its ``CPU_PARTS`` consecutive spans."""
+
         def ticks() -> int:
             fields = Path(f"/proc/{self.agent.pid}/stat").read_text().rsplit(")", 1)[1].split()
             return int(fields[11]) + int(fields[12])  # utime + stime
 
-        t0, c0 = time.monotonic(), ticks()
-        time.sleep(window)
-        t1, c1 = time.monotonic(), ticks()
-        return 100.0 * (c1 - c0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
+        def percent(c0: int, c1: int, t0: float, t1: float) -> float:
+            return 100.0 * (c1 - c0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
+
+        marks = [(time.monotonic(), ticks())]
+        for _ in range(CPU_PARTS):
+            time.sleep(window / CPU_PARTS)
+            marks.append((time.monotonic(), ticks()))
+        parts = [percent(a[1], b[1], a[0], b[0]) for a, b in itertools.pairwise(marks)]
+        return percent(marks[0][1], marks[-1][1], marks[0][0], marks[-1][0]), parts
 
     def _latencies(
         self, probe: subprocess.Popen, sink: subprocess.Popen, n: int

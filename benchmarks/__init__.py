@@ -1,0 +1,1 @@
+"""grouper's asv suite: see asv.conf.json and docs/results/benchmarks.md."""
