@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 PIP_LOCKED := pip install -q --require-hashes --no-deps -r
 
 .PHONY: setup test test-newest test-oldest test-vm lint demo clean protos lock wheels docs
+.PHONY: bench-compare bench-history bench-lock
 
 PROTOS := $(wildcard proto/grouper/v1/*.proto)
 GENERATED := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
@@ -45,6 +46,51 @@ docs: export DISABLE_MKDOCS_2_WARNING := true
 docs: export NO_MKDOCS_2_WARNING := 1
 docs: $(VENV)/.docs-installed $(GENERATED)
 	$(BIN)/mkdocs build --strict --site-dir site
+
+# The benchmark suite (benchmarks/, asv.conf.json; docs/results/benchmarks.md): airspeed
+# velocity from requirements/bench.txt (locked from requirements/bench.in, constrained to
+# requirements.txt, by `make bench-lock`), installed into the venv by these targets only.
+# asv makes its own virtualenv under .asv/env and installs each commit measured there
+# from that commit's requirements.txt (benchmarks/asv_env.py); results and HTML stay in
+# .asv/ (not committed). Results from different machines are not comparable.
+ASV := $(BIN)/asv
+BENCH_FACTOR ?= 1.10
+
+$(VENV)/.bench-installed: requirements/bench.txt $(VENV)/.installed
+	$(BIN)/$(PIP_LOCKED) requirements/bench.txt
+	touch $@
+
+bench-lock: $(VENV)/.installed
+	$(UV_COMPILE) --upgrade requirements/bench.in -c requirements.txt -o requirements/bench.txt
+
+# BASE against HEAD: asv measures commits, so what is measured is HEAD as committed, and
+# changes not committed are not (the target says so when there are some). Both commits
+# run in one `asv continuous`, in interleaved rounds (--interleave-rounds: the time_
+# benchmarks run BASE, HEAD, BASE, HEAD; a track_ benchmark measures its runs in one
+# round per commit), on this machine. One line per benchmark: the two medians with half
+# their interquartile range, and their ratio (HEAD / BASE). Fails (exit 1) when one is
+# worse by more than BENCH_FACTOR and asv's significance test (Mann-Whitney U on the
+# samples, or disjoint 99% confidence intervals) says the difference is not noise.
+# BENCH=<regex> runs only the benchmarks it matches (asv -b).
+bench-compare: $(VENV)/.bench-installed
+	@test -n "$(BASE)" || { echo "make bench-compare: give BASE=<commit>" >&2; exit 2; }
+	@git diff --quiet HEAD -- || echo "bench-compare: changes not committed are not measured: HEAD is" >&2
+	@$(ASV) machine --yes >/dev/null
+	@start=$$(date +%s); rc=0; \
+	$(ASV) continuous --interleave-rounds --factor $(BENCH_FACTOR) --no-only-changed \
+		--sort name --show-stderr $(if $(BENCH),-b '$(BENCH)') $(BASE) HEAD || rc=$$?; \
+	echo "bench-compare: $(BASE) against HEAD in $$(( $$(date +%s) - start )) s, exit $$rc"; \
+	exit $$rc
+
+# asv run over the commits on main since the suite exists (those measured before on this
+# machine are kept, not run again), then asv publish: the HTML in .asv/html (open
+# .asv/html/index.html, or `$(ASV) preview`).
+BENCH_FIRST = $(shell git log --format=%H --diff-filter=A -- asv.conf.json | tail -1)
+bench-history: $(VENV)/.bench-installed
+	@$(ASV) machine --yes >/dev/null
+	$(ASV) run --skip-existing-commits --show-stderr $(BENCH_FIRST)^..main
+	$(ASV) publish
+	@echo "bench-history: .asv/html/index.html"
 
 # Everything from requirements.txt (hashes checked, no resolution), then this
 # project itself without its dependencies and without a build environment of its own.
