@@ -18,7 +18,7 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,17 @@ class Event:
     job_id: str
     stage: int
     time: float = field(default_factory=time.time)
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(JobEntry))
+_FLOW_FIELDS = tuple(f.name for f in fields(Flow))
+
+
+def _plain(job: JobEntry) -> dict[str, Any]:
+    """``asdict(job)`` without its deep copies: what the state file holds of a job."""
+    d = {name: getattr(job, name) for name in _JOB_FIELDS}
+    d["flows"] = [{name: getattr(f, name) for name in _FLOW_FIELDS} for f in job.flows]
+    return d
 
 
 class Registry:
@@ -72,6 +83,7 @@ class Registry:
         self.host = host
         self.host_of = host_of or {}
         self.state_file = Path(state_file) if state_file else None
+        self._encoded: dict[tuple[str, str], str] = {}  # each job's JSON in the state file
         if self.state_file and self.state_file.exists():
             self._load()
 
@@ -108,7 +120,7 @@ class Registry:
                 raise ConfigError("own_cgroup", f"cannot make {entry.cgroup!r}: {exc}") from None
         if old is None:
             self.jobs[entry.key] = entry
-            self._save()
+            self._save(entry.key)
             return [
                 Event("REGISTERED", entry.cojob_id, entry.job_id, 0),
                 Event("STAGE_STARTED", entry.cojob_id, entry.job_id, 1),
@@ -127,10 +139,10 @@ class Registry:
         added = [p for p in entry.pids if p not in old.pids]
         if added and not old.finished:  # another participant of the job (a second rank)
             old.pids += added
-            self._save()
+            self._save(old.key)
         if entry.cgroup and not old.cgroup and not old.finished:
             old.cgroup, old.own_cgroup = entry.cgroup, entry.own_cgroup
-            self._save()
+            self._save(old.key)
 
     def _own_cgroup_path(self, entry: JobEntry, old: JobEntry | None) -> None:
         """``own_cgroup``: the job's cgroup is one the agent makes (checked here, made
@@ -190,7 +202,7 @@ class Registry:
         if entry.model_bytes > 0:
             old.arch, old.model_bytes = entry.arch, entry.model_bytes
         self._join(old, entry)
-        self._save()
+        self._save(old.key)
         return [Event("FLOWS_CHANGED", old.cojob_id, old.job_id, 0)]
 
     def _check_pids(self, entry: JobEntry) -> list[tuple[int, int]]:
@@ -238,7 +250,7 @@ class Registry:
                 events.append(Event("STAGE_FINISHED", job.cojob_id, job.job_id, k + 1))
                 if k + 1 < len(job.stage_iterations):
                     events.append(Event("STAGE_STARTED", job.cojob_id, job.job_id, k + 2))
-        self._save()
+        self._save(job.key)
         return events
 
     def stage_finished(self, data: Any, caller: Caller = ROOT) -> list[Event]:
@@ -272,14 +284,14 @@ class Registry:
         if gone and job.pids:
             job.pids = [p for p in job.pids if p[0] not in gone]
             if job.pids:
-                self._save()
+                self._save(job.key)
                 return []
         return self._finish(job)
 
     def _finish(self, job: JobEntry) -> list[Event]:
         job.finished = True
         job.finished_at = time.time()
-        self._save()
+        self._save(job.key)
         return [Event("JOB_FINISHED", job.cojob_id, job.job_id, job.stages_finished)]
 
     def reap(self, exited: set[tuple[str, str]], now: float | None = None) -> list[Event]:
@@ -304,7 +316,7 @@ class Registry:
         job = self.jobs.get(key)
         if job is not None and job.measured != per_host:
             job.measured = dict(per_host)
-            self._save()
+            self._save(key)
 
     def apply_event(self, data: Any, caller: Caller = ROOT) -> list[Event]:
         """One JSON-lines event: ``{"event": "register" | "progress" | ..., ...}``."""
@@ -360,16 +372,25 @@ class Registry:
         return self.jobs[key]
 
     # -- persistence -----------------------------------------------------------------
-    def _save(self) -> None:
+    def _save(self, *changed: tuple[str, str]) -> None:
+        """Write the state file. Each job's JSON is kept from the last write until the
+        job changes: ``changed`` names the jobs changed since (every change here passes
+        its job), so a write encodes only those (a job removed leaves the file)."""
         self.generation += 1
         if self.state_file is None:
             return
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        data = {"version": 1, "jobs": [asdict(j) for j in self.jobs.values()]}
+        for key in changed:
+            self._encoded.pop(key, None)
+        old, self._encoded = self._encoded, {}
+        for key, job in self.jobs.items():
+            text = old.get(key)
+            self._encoded[key] = json.dumps(_plain(job)) if text is None else text
+        text = '{"version": 1, "jobs": [' + ", ".join(self._encoded.values()) + "]}"
         fd, tmp = tempfile.mkstemp(dir=self.state_file.parent, prefix=".state-")
         try:
             with os.fdopen(fd, "w") as fh:
-                json.dump(data, fh)
+                fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.state_file)
