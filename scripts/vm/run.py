@@ -98,6 +98,8 @@ mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose hostroo
 mount -t tmpfs -o mode=755 rw /rw && mkdir /rw/upper /rw/work
 mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /newroot
 R=/newroot OUT=@OUT@
+# a host name of its own that resolves (Slurm's daemons look theirs up)
+hostname grouper-vm && echo "127.0.1.1 grouper-vm" >> $R/etc/hosts
 mount -t proc proc $R/proc && mount -t sysfs sys $R/sys && mount -t devtmpfs dev $R/dev
 mkdir -p $R/dev/pts $R/dev/shm && mount -t devpts devpts $R/dev/pts
 mount -t tmpfs tmpfs $R/dev/shm && mount -t tmpfs tmpfs $R/run && mount -t tmpfs tmpfs $R/tmp

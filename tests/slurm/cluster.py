@@ -6,8 +6,10 @@ a ``Port=`` of its own). The daemons run in the foreground as our children (``-D
 ``-F``), so they are ended by the pid we started; everything they write (state, spool,
 logs, pid files, munge's socket and key) lies in one folder.
 
-Process tracking is ``proctrack/linuxproc`` (by parent pid): Slurm's ``cgroup/v2``
-plugin refuses a host whose cgroups are hybrid, as this machine's are. slurmd enters
+Process tracking is ``proctrack/linuxproc`` (by parent pid) by default: Slurm's
+``cgroup/v2`` plugin refuses a host whose cgroups are hybrid, as this machine's are.
+With ``cgroup_v2`` (a pure cgroup2 host: the stock-kernel VM) it is ``proctrack/cgroup``
+and ``task/cgroup`` over ``CgroupPlugin=cgroup/v2`` (``CGROUP_V2_CONF``). slurmd enters
 its node's namespace with ``nsenter --net`` (``ip netns exec`` remounts ``/sys`` and
 slurmd then finds no cgroup filesystem: "Unable to initialize cgroup plugin").
 """
@@ -23,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grouper.agent.cgroups import Cgroups, cgroup2_mount
 from tests.netns import TIME_SCALE
 
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sbatch", "scontrol", "sinfo")
@@ -41,9 +44,22 @@ class Node:
     address: str
 
 
-def slurm_conf(top: Path, controller: str, nodes: list[Node]) -> str:
+# cgroup.conf beside slurm.conf for the cgroup/v2 plugin: no systemd to ask for the
+# slurmstepd scope (slurmd makes it), nothing constrained (grouper needs only the
+# step's cgroup)
+CGROUP_V2_CONF = """CgroupPlugin=cgroup/v2
+IgnoreSystemd=yes
+ConstrainCores=no
+ConstrainRAMSpace=no
+ConstrainDevices=no
+"""
+
+
+def slurm_conf(top: Path, controller: str, nodes: list[Node], cgroup_v2: bool = False) -> str:
     """The slurm.conf of the test cluster: the lines that matter for grouper are
     ProctrackType (how a step's processes are known) and TaskPlugin."""
+    tracking = ["ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup"] if cgroup_v2 else [
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none"]  # fmt: skip
     lines = [
         "ClusterName=grouper-test",
         f"SlurmctldHost={socket.gethostname()}({controller})",
@@ -59,8 +75,7 @@ def slurm_conf(top: Path, controller: str, nodes: list[Node]) -> str:
         f"SlurmdPidFile={top}/run/slurmd-%n.pid",
         f"SlurmctldLogFile={top}/log/slurmctld.log",
         f"SlurmdLogFile={top}/log/slurmd-%n.log",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
+        *tracking,
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_CPU",
         "MpiDefault=none",
@@ -91,7 +106,10 @@ def slurm_conf(top: Path, controller: str, nodes: list[Node]) -> str:
 class SlurmCluster:
     """munged, slurmctld (in ``controller_ns``) and a slurmd per node, all in ``top``."""
 
-    def __init__(self, top: Path, controller_ns: str, controller: str, nodes: list[Node]):
+    def __init__(
+        self, top: Path, controller_ns: str, controller: str, nodes: list[Node],
+        cgroup_v2: bool = False,
+    ):  # fmt: skip
         self.top, self.nodes = top, nodes
         self.controller_ns = controller_ns
         self.conf = top / "slurm.conf"
@@ -101,9 +119,24 @@ class SlurmCluster:
             (top / d).mkdir(parents=True, exist_ok=True)
         (top / "munge").chmod(0o755)  # users' srun reach munged's socket
         top.chmod(0o755)
-        self.conf.write_text(slurm_conf(top, controller, nodes))
+        self.conf.write_text(slurm_conf(top, controller, nodes, cgroup_v2))
+        if cgroup_v2:
+            (top / "cgroup.conf").write_text(CGROUP_V2_CONF)
+            (top / "cgroup.conf").chmod(0o644)
         self.conf.chmod(0o644)
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        # cgroup/v2 without systemd: slurmd makes its scope in /system.slice, which
+        # systemd would have made; made here when absent, and removed with what is in it
+        self.cgroups: list[str] = []  # cgroups we made or slurmd made for us
+        if cgroup_v2:
+            mount = cgroup2_mount()
+            assert mount, "cgroup_v2: no cgroup2 mount"
+            self.cgroup_tree = Cgroups(mount)
+            if not Path(mount, "system.slice").is_dir():
+                Path(mount, "system.slice").mkdir()
+                self.cgroups.append("/system.slice")
+            else:
+                self.cgroups += [f"/system.slice/{n.name}_slurmstepd.scope" for n in nodes]
 
     def start(self) -> SlurmCluster:
         try:
@@ -223,3 +256,5 @@ class SlurmCluster:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait(timeout=10)
+        for path in self.cgroups:
+            self.cgroup_tree.remove_tree(path)
