@@ -79,6 +79,7 @@ class Job:
         self.error = ""  # the agent's refusal, if any
         self.active = False  # registered with a live agent
         self._lock = threading.Lock()
+        self._sending = threading.Lock()
         self._done = 0
         self._stage = 0  # stages closed by stage_done()
         self._sent = 0
@@ -197,6 +198,14 @@ class Job:
         with self._lock:
             self._done = min(self.total, self._done + n)
 
+    def flush(self) -> bool:
+        """Send the progress now, from the calling thread (one call to the agent, at
+        most ``RPC_TIMEOUT``); whether the agent has it."""
+        if not self.active:
+            return False
+        self._flush()
+        return self._sent >= self._done
+
     def stage_done(self) -> None:
         """The current stage is over (its iterations count as done even if cut short)."""
         if not self._begun:
@@ -264,13 +273,14 @@ class Job:
         return True
 
     def _flush(self) -> None:
-        done = self._done
-        if done > self._sent:
-            msg = self._pb.ProgressReport(
-                cojob_id=self.cojob, job_id=self.job, iterations_done=done
-            )
-            if self._call("ReportProgress", msg):
-                self._sent = done
+        with self._sending:  # the reporter thread's and flush()'s, one at a time
+            done = self._done
+            if done > self._sent:
+                msg = self._pb.ProgressReport(
+                    cojob_id=self.cojob, job_id=self.job, iterations_done=done
+                )
+                if self._call("ReportProgress", msg):
+                    self._sent = done
 
     def _reporter(self) -> None:
         while not self._closed.is_set():

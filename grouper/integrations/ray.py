@@ -1,38 +1,54 @@
 """Ray Tune: an experiment is a cojob, ASHA's rungs are its stages, a trial is a job,
 a trial ASHA stops at a rung is a job killed at its stage boundary.
 
-Two pieces, both needed::
+One piece, in the training function; the driver needs nothing::
 
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
-    from grouper.integrations.ray import GrouperCallback, trial_job
+    from grouper.integrations.ray import trial_job
 
     asha = ASHAScheduler(metric="loss", mode="min", max_t=800, grace_period=100,
                          reduction_factor=2)             # stages 100, 100, 200, 400
 
     def train_fn(config):
-        trial_job(asha)          # this trial's process (and its children) is the job
-        for _ in range(800):
-            loss = train_one_iteration(config)
-            tune.report({"loss": loss})
+        with trial_job(asha) as job:  # this trial's process (and its children) is the job
+            for _ in range(800):
+                loss = train_one_iteration(config)
+                job.report({"loss": loss})  # tune.report, and the job's progress
 
-    tune.Tuner(train_fn, tune_config=tune.TuneConfig(scheduler=asha, num_samples=16),
-               run_config=tune.RunConfig(callbacks=[GrouperCallback(asha)])).fit()
+    tune.Tuner(train_fn, tune_config=tune.TuneConfig(scheduler=asha, num_samples=16)).fit()
 
-:func:`trial_job` runs in the trial's worker process: it registers the job with the
-agent of that host, in a cgroup the agent makes for it (as ``grouper run`` does), or by
-its pid where the host cannot. :class:`GrouperCallback` runs in the driver: it reports
-each trial's progress from its results (ASHA's ``time_attr``, ``training_iteration`` by
-default) and ends the job when the trial stops, whether ASHA stopped it at a rung,
-it ran to ``max_t``, or it failed. The callback talks to the agent of the host the
-driver runs on: trials on other nodes of a Ray cluster are registered with their own
-host's agent, but their progress and end do not reach it (not built).
+The trial's process holds its job and talks to the agent of the host it runs on, over
+that agent's local socket, whichever node of the Ray cluster Ray placed it on.
+:func:`trial_job` registers the job (cojob = the experiment's name, job = the trial
+id), in a cgroup the agent makes for it (as ``grouper run`` does), or by its pid where
+the host cannot. :meth:`TrialJob.report` counts the trial's progress in ASHA's
+``time_attr`` (each report is one ``training_iteration``, the default; another
+attribute is read from the metrics), sends it to the agent before passing the metrics
+to ``tune.report`` when they end a stage (the agent has a rung's progress before ASHA
+judges it), and reports it in the background otherwise.
+
+The job ends when the trial does:
+
+- ASHA stops the trial at a rung: Tune interrupts the function inside ``tune.report``
+  (``SystemExit``) when it gives the trial's process to the next trial or stops the
+  process; the job ends there, killed after the stages it finished;
+- the trial runs to ``max_t``: the ``with`` block ends, the job completed;
+- the trial fails: the exception leaves the ``with`` block, the job ends at the stages
+  it finished;
+- the process exits first (killed, or the ``with`` was left out): the job ends at
+  interpreter exit, or the agent ends it when the job's processes are gone.
+
+Tune reuses a worker process for the next trial (``reuse_actors``, its default for
+functions): each trial's job ends before the next trial's begins, and a trial job
+still open in the process when :func:`trial_job` runs again is ended first.
 
 Imports nothing of ours but :mod:`grouper.client`.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -88,26 +104,92 @@ def _stages_of(scheduler_or_stages: AsyncHyperBandScheduler | Sequence[int]) -> 
     return [int(s) for s in scheduler_or_stages]
 
 
+class TrialJob(Job):
+    """A trial's job, from :func:`trial_job`: call :meth:`report` where the training
+    function would call ``tune.report``; leaving the ``with`` block ends the job."""
+
+    def __init__(self, *args: Any, time_attr: str = "training_iteration", **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.time_attr = time_attr
+        self.reports = 0  # calls of report(): Tune's training_iteration in this trial
+        self._bounds = list(itertools.accumulate(self.stages))
+        self._ended = False
+
+    def report(self, metrics: dict, **kw: Any) -> None:
+        """The job's progress, then ``tune.report(metrics, **kw)``. When Tune stops the
+        trial inside ``tune.report`` (``SystemExit``), the job ends before it goes on."""
+        self.reports += 1
+        done = metrics.get(self.time_attr)
+        if done is None and self.time_attr == "training_iteration":
+            done = self.reports
+        if isinstance(done, int | float) and math.isfinite(done):
+            before = self.iterations_done
+            self.step(max(0, int(done) - before))  # clamped to the stages
+            if any(before < b <= self.iterations_done for b in self._bounds):
+                self.flush()  # a stage ends here: the agent has it before ASHA judges it
+        try:
+            tune.report(metrics, **kw)
+        except BaseException as exc:
+            self._end("stopped by Tune" if isinstance(exc, SystemExit) else _what(exc))
+            raise
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        self._end("returned" if kind is None else _what(exc))
+
+    def close(self) -> None:
+        """Flush the progress and end the job (idempotent)."""
+        self._end("closed")
+
+    def _end(self, how: str) -> None:
+        global _held
+        if not self._ended:
+            self._ended = True
+            if self.active:
+                log.info(
+                    "trial %s: job %s/%s ended after %d of %d iterations (%s)",
+                    self.job, self.cojob, self.job, self.iterations_done, self.total, how,
+                )  # fmt: skip
+        super().close()  # the last progress, then the job's end for this process
+        if _held is self:
+            _held = None
+
+
+_held: TrialJob | None = None  # this process's trial job while it is open
+
+
+def _what(exc: BaseException | None) -> str:
+    if isinstance(exc, SystemExit):
+        return "stopped by Tune"
+    return f"failed: {type(exc).__name__}" if exc is not None else "ended"
+
+
 def trial_job(
     scheduler_or_stages: AsyncHyperBandScheduler | Sequence[int],
     *,
+    time_attr: str | None = None,
     socket: str | None = None,
     cgroup: bool = True,
     **job_kw: Any,
-) -> Job:
-    """Make the calling trial's process the trial's job (call it first thing in the
-    training function). Ids from Ray's context: cojob = the experiment, job = the
-    trial id, as :class:`GrouperCallback` names them. ``cgroup``: ask the agent for a
-    cgroup of the job's own and move this process into it (children follow), else
-    (or where the host cannot) the job is known by this process's pid. The callback
-    reports progress and ends the job; the returned job is started, and closing it
-    does not end the job."""
+) -> TrialJob:
+    """Make the calling trial's process the trial's job, registered with this host's
+    agent (call it first thing in the training function, as ``with trial_job(asha) as
+    job:``). Ids from Ray's context: cojob = the experiment, job = the trial id.
+    ``time_attr``: what counts iterations (default: the scheduler's, else
+    ``training_iteration``). ``cgroup``: ask the agent for a cgroup of the job's own
+    and move this process into it (children follow), else (or where the host cannot)
+    the job is known by this process's pid. A job of an earlier trial still open in
+    this process ends first. ``job_kw``: passed to :class:`grouper.client.Job`."""
+    global _held
+    if _held is not None:
+        _held.close()  # Tune reused this process without ending the earlier trial's job
     ctx = tune.get_context()
     ids = (cojob_id(ctx.get_experiment_name()), ctx.get_trial_id())
     stages = _stages_of(scheduler_or_stages)
+    if time_attr is None:
+        time_attr = getattr(scheduler_or_stages, "_time_attr", "training_iteration")
 
-    def register(own: bool) -> Job:
-        job = Job(*ids, stages, socket=socket, own_cgroup=own, **job_kw)
+    def register(own: bool) -> TrialJob:
+        job = TrialJob(*ids, stages, time_attr=time_attr, socket=socket, own_cgroup=own, **job_kw)
         job.start()
         return job
 
@@ -115,83 +197,5 @@ def trial_job(
     if cgroup and job.error.startswith("own_cgroup:"):  # this host knows jobs by pids
         job.close()
         job = register(False)
-    job.managed = True  # its end is the callback's to report, not this process's exit
+    _held = job
     return job
-
-
-class GrouperCallback(tune.Callback):
-    """Reports trials to the grouper agent of the driver's host: progress from each
-    result, the job's end when the trial stops (see the module's docstring)."""
-
-    def __init__(
-        self,
-        scheduler_or_stages: AsyncHyperBandScheduler | Sequence[int],
-        *,
-        time_attr: str | None = None,
-        socket: str | None = None,
-    ) -> None:
-        self.stages = _stages_of(scheduler_or_stages)
-        if time_attr is None:
-            time_attr = getattr(scheduler_or_stages, "_time_attr", "training_iteration")
-        self.time_attr = time_attr
-        self.socket = socket
-        self.jobs: dict[str, Job] = {}  # trial id -> its job, while it runs
-        self.ended: dict[str, int] = {}  # trial id -> iterations when its job ended
-        self._control: Job | None = None  # the channel JobFinished goes over
-
-    def _job(self, trial: Any) -> Job:
-        job = self.jobs.get(trial.trial_id)
-        if job is None:  # managed: the trial registers; we report progress on its behalf
-            cojob = cojob_id(trial.experiment_dir_name)
-            job = Job(cojob, trial.trial_id, self.stages, socket=self.socket, managed=True)
-            job.start()
-            self.jobs[trial.trial_id] = job
-        return job
-
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self.ended.pop(trial.trial_id, None)  # a restarted trial runs again
-        self._job(trial)
-
-    def on_trial_result(
-        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
-    ) -> None:
-        done = result.get(self.time_attr)
-        if isinstance(done, int | float) and math.isfinite(done):
-            job = self._job(trial)
-            job.step(max(0, int(done) - job.iterations_done))  # clamped to the stages
-
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trial)
-
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trial)
-
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
-        for job in self.jobs.values():
-            job.close()
-        self.jobs.clear()
-        if self._control is not None:
-            self._control.close()
-            self._control = None
-
-    def _end(self, trial: Any) -> None:
-        """The trial stopped (ASHA's rung, ``max_t``, a failure): its last progress,
-        then the job's end for every participant (``JobFinished`` without pids)."""
-        job = self.jobs.pop(trial.trial_id, None)
-        if job is None:
-            return
-        connected = job.active
-        job.close()  # flushes the last progress synchronously; managed: no end sent
-        self.ended[trial.trial_id] = job.iterations_done
-        if not connected:
-            return  # no agent: nothing to end
-        if self._control is None:
-            self._control = Job("-", "-", [1], socket=self.socket, managed=True)
-            self._control.start()
-        ctl = self._control
-        if ctl.active:  # grouper.client has no public call ending a job for all
-            ctl._call("JobFinished", ctl._pb.JobFinishedReport(cojob_id=job.cojob, job_id=job.job))
-        log.info(
-            "trial %s: job %s/%s ended after %d of %d iterations",
-            trial.trial_id, job.cojob, job.job, job.iterations_done, job.total,
-        )  # fmt: skip
