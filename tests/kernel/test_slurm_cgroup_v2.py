@@ -32,7 +32,7 @@ from scapy.all import IP, TCP
 from grouper.agent.cgroups import cgroup2_mount
 from tests.kernel.agent_calls import apply, collect
 from tests.kernel.test_agent import TABLE
-from tests.kernel.test_cgroups import BAND, CTL_DSCP, short_connections, sink
+from tests.kernel.test_cgroups import BAND, CTL_DSCP, SHORT_CONNECTIONS, short_connections, sink
 from tests.kernel.test_discovery import band_bytes, start_capture
 from tests.netns import TIME_SCALE, nft_json
 from tests.slurm.cluster import Node, SlurmCluster, missing_binaries
@@ -41,22 +41,17 @@ ROOT = Path(__file__).resolve().parents[2]
 GROUPER = str(ROOT / ".venv" / "bin" / "grouper")
 
 # the step's task: says its job id and cgroup, waits for the go file (the plan is
-# applied by then), then makes N one-write connections to ADDR:PORT
-TASK = """
-import os, socket, sys, time
-go, addr, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-cgroup = open("/proc/self/cgroup").read().strip()
-print(os.environ["SLURM_JOB_ID"], cgroup, flush=True)
-while not os.path.exists(go):
+# applied by then), then makes N one-write connections to ADDR:PORT (SHORT_CONNECTIONS)
+TASK = (
+    """
+import os, sys, time
+print(os.environ["SLURM_JOB_ID"], open("/proc/self/cgroup").read().strip(), flush=True)
+while not os.path.exists(sys.argv[1]):
     time.sleep(0.05)
-sports, sent = [], 0
-for _ in range(n):
-    s = socket.create_connection((addr, port))
-    sent += s.send(b"x" * 3000)
-    sports.append(s.getsockname()[1])
-    s.close()
-print(" ".join(map(str, sports)), sent, flush=True)
+sys.argv = sys.argv[1:]
 """
+    + SHORT_CONNECTIONS
+)
 
 
 def pure_cgroup2() -> bool:
