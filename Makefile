@@ -49,7 +49,8 @@ docs: $(VENV)/.docs-installed $(GENERATED)
 
 # The benchmark suite (benchmarks/, asv.conf.json; docs/results/benchmarks.md): airspeed
 # velocity from requirements/bench.txt (locked from requirements/bench.in, constrained to
-# requirements.txt, by `make bench-lock`), installed into the venv by these targets only.
+# requirements.txt, by `make lock`; `make bench-lock` refreshes that lock alone),
+# installed into the venv by these targets only.
 # asv makes its own virtualenv under .asv/env and installs each commit measured there
 # from that commit's requirements.txt (benchmarks/asv_env.py); results and HTML stay in
 # .asv/ (not committed). Results from different machines are not comparable.
@@ -105,8 +106,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml setup.py
 # Refresh the locks from pyproject.toml's ranges to the newest releases they allow (what
 # `make test-newest` tested; see docs/how-to/upgrade.md). requirements.txt is
 # everything `make setup` installs but the documentation site's tools;
-# requirements/hosts.txt (operators), client.txt (training environments) and docs.txt
-# (those tools, from requirements/docs.in's ranges) are constrained to it, so all agree.
+# requirements/hosts.txt (operators), client.txt (training environments), docs.txt
+# (those tools, from requirements/docs.in's ranges) and bench.txt (the benchmark suite's
+# tools, from requirements/bench.in's) are constrained to it, so all agree.
 UV_COMPILE := $(BIN)/uv pip compile -q --generate-hashes --no-header --python-version 3.11
 lock: $(VENV)/.installed
 	$(UV_COMPILE) --upgrade pyproject.toml --extra test --extra torch --extra optuna --extra dask --extra ray \
@@ -114,6 +116,7 @@ lock: $(VENV)/.installed
 	$(UV_COMPILE) pyproject.toml -c requirements.txt -o requirements/hosts.txt
 	$(UV_COMPILE) client/pyproject.toml -c requirements.txt -o requirements/client.txt
 	$(UV_COMPILE) --upgrade requirements/docs.in -c requirements.txt -o requirements/docs.txt
+	$(UV_COMPILE) --upgrade requirements/bench.in -c requirements.txt -o requirements/bench.txt
 
 # Drift seen before it lands: the newest (or the oldest) releases pyproject.toml's
 # ranges allow, in a venv of their own, running the unit layer.
