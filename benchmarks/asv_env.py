@@ -11,7 +11,10 @@ kernels compiled into numba's cache beside it (``make setup``'s warm-up): the co
 stays where it is while asv switches between commits, so each commit compiles once.
 
 A commit older than the lock (no ``requirements.txt``) is installed from the lock in
-the work tree that runs asv.
+the work tree that runs asv; older than ``proto/generate.py``, its stubs are generated
+with ``grpc_tools.protoc`` as its Makefile did; older than the one ``grouper`` package
+(7895802), its warm-ups are imported by their top-level names (``pda.order``), and a
+warm-up the commit does not have is left out.
 """
 
 from __future__ import annotations
@@ -22,6 +25,19 @@ import sys
 from pathlib import Path
 
 WARM_UPS = ("grouper.pda.order", "grouper.simulator.allocator", "grouper.simulator.run")
+
+# the warm-up of the first of these modules the commit has
+WARM_UP = """
+import importlib, importlib.util, sys
+for name in sys.argv[1:]:
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        found = False
+    if found:
+        getattr(importlib.import_module(name), "warm_up", lambda: None)()
+        break
+"""
 
 
 def _pip(*args: str, cwd: Path) -> None:
@@ -47,9 +63,13 @@ def install(cache_dir: Path) -> None:
     _pip("install", "-q", "--no-deps", "--no-build-isolation", "-e", str(src), cwd=cache_dir)
     if (src / "proto" / "generate.py").exists():
         subprocess.run([sys.executable, "proto/generate.py", "."], cwd=src, check=True)
+    elif protos := sorted(str(p.relative_to(src)) for p in src.glob("proto/grouper/v1/*.proto")):
+        protoc = [sys.executable, "-m", "grpc_tools.protoc", "-I", "proto", "--python_out=."]
+        protoc += ["--grpc_python_out=.", "--pyi_out=."]
+        subprocess.run([*protoc, *protos], cwd=src, check=True)
     for module in WARM_UPS:  # from outside the copy: its grouper/ must not shadow the install
-        code = f"import {module} as m\nif hasattr(m, 'warm_up'): m.warm_up()"
-        subprocess.run([sys.executable, "-c", code], cwd=cache_dir, check=True)
+        names = (module, module.removeprefix("grouper."))
+        subprocess.run([sys.executable, "-c", WARM_UP, *names], cwd=cache_dir, check=True)
 
 
 if __name__ == "__main__":

@@ -26,5 +26,7 @@ class CoordinatorCycle:
         return samples(result["runs"])
 
     def track_cpu_per_period(self, result: dict) -> dict:
-        runs = result.get("cpu_seconds_runs") or [result["coordinator_cpu_seconds"]]
+        runs = result.get("cpu_seconds_runs") or [
+            result.get("coordinator_cpu_seconds", result.get("cpu_seconds_per_period"))
+        ]
         return samples(runs)

@@ -5,6 +5,8 @@ each sample is one ``pda_order`` call."""
 
 from __future__ import annotations
 
+from benchmarks._common import module
+
 SIZES = ("1000x10000", "10000x100000")
 
 
@@ -17,9 +19,8 @@ class PDAOrder:
     timeout = 300
 
     def setup_cache(self) -> dict:
-        from grouper.pda.snapshot import build_snapshot
-        from grouper.workloads.random_instance import random_cojobs
-
+        build_snapshot = module("grouper.pda.snapshot").build_snapshot
+        random_cojobs = module("grouper.workloads.random_instance").random_cojobs
         out = {}
         for size in SIZES:
             hosts, stages = map(int, size.split("x"))
@@ -28,6 +29,4 @@ class PDAOrder:
         return out
 
     def time_order(self, snapshots: dict, size: str) -> None:
-        from grouper.pda.order import pda_order
-
-        pda_order(snapshots[size])
+        module("grouper.pda.order").pda_order(snapshots[size])

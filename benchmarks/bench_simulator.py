@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from benchmarks._common import TRACE, need_trace
+from benchmarks._common import TRACE, module, need_trace
 
 POLICIES = ("fs", "baraat", "sincronia", "sptf", "grouper")
 FRACTION, LINK_GBPS = 0.0625, 1.0
@@ -24,10 +24,10 @@ class SimulatorFB2010Sixteenth:
 
     def setup(self, policy: str) -> None:
         need_trace()
+        module("grouper.simulator.bench")  # a commit without `grouper bench simulator`: skipped
 
     def time_run(self, policy: str) -> None:
-        from grouper.simulator.bench import _in_child
-
-        run = _in_child((TRACE, policy, FRACTION, LINK_GBPS, False, math.inf, False))
+        in_child = module("grouper.simulator.bench")._in_child
+        run = in_child((TRACE, policy, FRACTION, LINK_GBPS, False, math.inf, False))
         if "stopped_at" in run:
             raise RuntimeError(f"{policy} stopped at t={run['stopped_at']}")
