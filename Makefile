@@ -85,8 +85,8 @@ bench-compare: $(VENV)/.bench-installed
 
 # asv run over the commits on main since the suite exists (those measured before on this
 # machine are kept, not run again), then asv publish: the HTML in .asv/html (open
-# .asv/html/index.html, or `$(ASV) preview`). A commit takes 5-6 minutes on the 2-core
-# VM: RANGE=<a>..<b> measures other commits (git's range), STEPS=<n> only n of them,
+# .asv/html/index.html, or `$(ASV) preview`). A commit takes about 5 minutes on the
+# 2-core VM: RANGE=<a>..<b> measures other commits (git's range), STEPS=<n> only n of them,
 # evenly spaced (asv --steps; the ones measured before count among the n).
 BENCH_FIRST = $(shell git log --format=%H --diff-filter=A -- asv.conf.json | tail -1)
 RANGE ?= $(BENCH_FIRST)^..main
