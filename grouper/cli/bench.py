@@ -208,11 +208,14 @@ def _add_kernel_benches(add: T.Add) -> None:
     bp = add(
         "pooled-queue",
         _cmd_bench_pooled_queue,
-        "two flows in two NIC bands and one switch queue: TCP's rates and the model's (root)",
+        "flows whose NIC bands pool in a switch queue: TCP's rates, the rounds' and the "
+        "rule's (root)",
     )
     bp.add_argument("--mbps", type=T.real(1, 1000), default=20.0, help="every link")
     bp.add_argument("--seconds", type=T.real(1, 600), default=10.0, help="measured, per case")
-    bp.add_argument("--cases", type=_cases, help="some of ab,ba,abc (default: all)")
+    bp.add_argument(
+        "--cases", type=_cases, help="some of ab,ba,abc,cross,three,tied (default: all)"
+    )
     bdp = add(
         "datapath",
         _cmd_bench_datapath,

@@ -2,7 +2,8 @@
 two NIC bands and one queue of the receiver's switch port), real TCP settles at one
 end of it: the NIC's strict priority decides, whichever flow started first. With a
 third sender into the same port the fixed point is unique, and TCP shares the port.
-(``experiments/pooled_queue.py``; the simulator picks 1/2 each in the first case:
+(``experiments/pooled_queue.py``; the rounds pick 1/2 each in the first case, the rule
+(``simulator/fabric_rule.py``) the end TCP takes:
 docs/explanation/simulator-model.md.)"""
 
 from __future__ import annotations
@@ -36,3 +37,17 @@ def test_a_second_sender_makes_the_switch_port_the_shared_bottleneck():
     assert sum(got.values()) > 0.8 * MBPS, got
     assert all(0.1 * MBPS < x < 0.6 * MBPS for x in got.values()), got
     assert r["model"] == {f: round(MBPS / 3, 3) for f in "abc"}, r
+
+
+def test_where_bands_pool_tcp_settles_where_the_upstream_link_decides():
+    """A cycle across two hosts (each NIC's top band to one port, its second band to the
+    other) and two flows tied in a band above a third: TCP gives the NICs' top bands the
+    links, where the rounds settle in the middle of the fixed points; the rule
+    (simulator/fabric_rule.py) is within 10% of the link of TCP on every flow."""
+    got = run(["cross", "tied"], MBPS, 4.0)["cases"]
+    assert got["cross"]["measured"]["a"] > 0.8 * MBPS, got["cross"]
+    assert got["cross"]["measured"]["b"] < 0.1 * MBPS, got["cross"]
+    assert got["tied"]["measured"]["e"] < 0.1 * MBPS, got["tied"]
+    for case in got.values():
+        assert case["rule_error"] < 0.10, case
+        assert case["model_error"] > 0.25, case  # the rounds' middle point, not TCP's end
