@@ -1,6 +1,11 @@
-"""Connections of registered jobs, found from their processes (pure logic + two probes).
+"""Connections of registered jobs, found from their processes (pure logic + three probes).
 
-Every refresh dumps the namespace's TCP sockets (``sockdiag``). Sockets seen before cost
+A refresh dumps the namespace's TCP sockets (``sockdiag``), unless nothing a dump would
+find can have changed: no connection opened in the namespace since the last dump (the
+kernel's count of active and passive opens, ``opens``), none waiting for its owner, no
+job registered since, and no bytes to read. A dump walks the kernel's whole table of
+established sockets, so a steady host skips it; connections that closed are seen at the
+next dump (a second at most: bytes are read every second). Sockets seen before cost
 a dict lookup; a socket toward a cluster host that is new is matched to a job by its
 inode, scanning the job's processes (and their descendants) only then. Sockets that
 belong to no job are remembered as foreign until they close or a job registers, so a
@@ -59,6 +64,7 @@ class Tracker:
     diag: Diag
     descendants: Callable[[dict[JobKey, set[P.Proc]]], dict[JobKey, set[P.Proc]]] = P.descendants
     socket_inodes: Callable[[int], set[int]] = P.socket_inodes
+    opens: Callable[[], int | None] = lambda: None  # connections opened here (None: unknown)
     conns: dict[bytes, Conn] = field(default_factory=dict)
     foreign: dict[bytes, None] = field(default_factory=dict)
     sent: dict[tuple[JobKey, str, tuple], int] = field(default_factory=dict)  # since take_sent
@@ -66,14 +72,26 @@ class Tracker:
     last_new: dict[JobKey, int] = field(default_factory=dict)  # scan that last found one
     by_cgroup: dict[int, JobKey] = field(default_factory=dict)  # jobs known by cgroup
     unknown_cgroup: bool = False  # a new socket in a cgroup not in by_cgroup was seen
+    dumps: int = 0  # refreshes that dumped the sockets
+    stale: bool = True  # sockets seen before may be judged otherwise now: dump
+    waiting: bool = False  # the last dump saw a connection not accept()ed yet
+    opened: int | None = None  # ``opens()`` before the last dump
 
     def forget_foreign(self) -> None:
         """A job registered: sockets that belonged to nobody may now be its own."""
         self.foreign.clear()
+        self.stale = True
 
     def refresh(self, jobs: dict[JobKey, set[P.Proc]], *, info: bool = False) -> set[JobKey]:
-        """One dump; returns the jobs whose set of connections changed. ``jobs`` maps
-        each job to its known processes; descendants found are added to it in place."""
+        """One dump, where one can find something (above); returns the jobs whose set
+        of connections changed. ``jobs`` maps each job to its known processes;
+        descendants found are added to it in place."""
+        opened = self.opens()  # before the dump: an open during it is seen next time
+        quiet = opened is not None and opened == self.opened
+        if quiet and not (info or self.stale or self.waiting):
+            return set()
+        self.dumps += 1
+        self.stale, self.waiting, self.opened = False, False, opened
         known: dict[bytes, Any] = self.conns | self.foreign if self.foreign else self.conns
         new: list[TcpSocket] = []
         alive = self.diag.scan(known, new, info=info)
@@ -102,8 +120,8 @@ class Tracker:
                 self.unknown_cgroup = True
             if s.inode:
                 ours.append(s)
-            # inode 0: established but not yet accept()ed, so no process holds it yet.
-            # Not foreign, just not known: it is new again at the next refresh.
+            else:  # established but not yet accept()ed, so no process holds it yet. Not
+                self.waiting = True  # foreign, just not known: new again next refresh
         owner = self._owners(jobs, {s.inode for s in ours}) if ours and jobs else {}
         for s in ours:
             job = owner.get(s.inode)
@@ -120,6 +138,7 @@ class Tracker:
         if by_cgroup != self.by_cgroup:
             self.by_cgroup = dict(by_cgroup)
             self.foreign.clear()
+            self.stale = True
 
     def _add(self, s: TcpSocket, job: JobKey, changed: set[JobKey]) -> None:
         dst = self.host_of[dst_address(s)]

@@ -14,7 +14,7 @@ import pytest
 
 from grouper.agent.discovery import procs as P
 from grouper.agent.discovery.load import LoadEstimate, round2
-from grouper.agent.discovery.sockdiag import SockDiag, TcpSocket
+from grouper.agent.discovery.sockdiag import SockDiag, TcpSocket, tcp_opens
 from grouper.agent.discovery.tracker import Tracker
 from grouper.agent.plan import Rule, compose, plan_entries
 from grouper.agent.registry import FINISHED_GRACE, Registry
@@ -87,6 +87,51 @@ def test_a_connection_accepted_late_is_classified_once_accepted():
     diag.table = [sock(1, 7)]  # accept(): the same socket now has the job's inode
     assert t.refresh(jobs) == {J1}
     assert t.connections()[(J1, "b")] == [("conn", "10.0.0.1", "10.0.0.2", 40000, 5000)]
+
+
+def test_no_dump_while_no_connection_opened_and_nothing_else_can_change():
+    """The namespace's open count unchanged, nothing registered, none waiting for
+    accept() and no bytes to read: the kernel's socket table is not walked. Each of
+    those makes the next refresh dump."""
+    t, diag = tracker({101: {1, 2}})
+    opens = [10]
+    t.opens = lambda: opens[0]
+    jobs = {J1: {P.Proc(101, 5)}}
+    diag.table = [sock(1, 1)]
+    assert t.refresh(jobs) == {J1} and t.dumps == 1
+    diag.table = [sock(1, 1), sock(2, 2)]  # not counted as opened: not looked for
+    assert t.refresh(jobs) == set() and t.dumps == 1
+    opens[0] += 1
+    assert t.refresh(jobs) == {J1} and t.dumps == 2
+    assert t.refresh(jobs, info=True) == set() and t.dumps == 3  # bytes: always a dump
+    t.forget_foreign()
+    t.refresh(jobs)
+    assert t.dumps == 4
+    diag.table.append(sock(3, 0))  # established, not accepted yet
+    opens[0] += 1
+    t.refresh(jobs)
+    t.refresh(jobs)
+    assert t.dumps == 6, "a connection waiting for accept() is looked at every refresh"
+    diag.table[-1] = sock(3, 2)
+    t.refresh(jobs)
+    t.refresh(jobs)
+    assert t.dumps == 7
+    t.opens = lambda: None  # the count unknown: a dump every refresh
+    t.refresh(jobs)
+    t.refresh(jobs)
+    assert t.dumps == 9
+
+
+def test_the_open_count_grows_with_each_connection_of_the_namespace():
+    before = tcp_opens()
+    assert before is not None
+    srv = socket.create_server(("127.0.0.1", 0))
+    c = socket.create_connection(srv.getsockname())
+    a, _ = srv.accept()
+    assert tcp_opens() == before + 2  # one active open, one passive
+    for x in (a, c, srv):
+        x.close()
+    assert tcp_opens("/nonexistent") is None
 
 
 def test_sockets_to_this_host_or_outside_the_cluster_are_never_ours():
@@ -312,6 +357,37 @@ def test_netlink_parser_agrees_with_pyroute2_on_loopback_sockets():
     for p in pairs:
         p.close()
     srv.close()
+
+
+def test_one_walk_lists_both_families_as_the_requests_by_family_do(monkeypatch):
+    """The older request lists IPv4 and IPv6 sockets in one walk of the kernel's table;
+    the same sockets, fields and bytes as one request per family. A kernel that refuses
+    it (here: a request type it does not know) is asked per family from then on."""
+    srv4, srv6 = (
+        socket.create_server(("127.0.0.1", 0)),
+        socket.create_server(("::1", 0), family=socket.AF_INET6),
+    )
+    conns = [socket.create_connection(srv4.getsockname()) for _ in range(3)]
+    conns.append(socket.create_connection(srv6.getsockname()[:2]))
+    conns += [srv4.accept()[0] for _ in range(3)] + [srv6.accept()[0]]
+    conns[0].sendall(b"x" * 3000)
+    time.sleep(0.2)
+    diag = SockDiag()
+    try:
+        both = sorted(diag.dump(info=True))
+        assert diag.one_walk
+        assert {s.family for s in both} >= {socket.AF_INET, socket.AF_INET6}
+        assert 3001 in {s.bytes_acked for s in both}
+        diag.one_walk = False
+        assert sorted(diag.dump(info=True)) == both
+        diag.one_walk = True
+        monkeypatch.setattr("grouper.agent.discovery.sockdiag.TCPDIAG_GETSOCK", 0x7FF)
+        assert sorted(diag.dump(info=True)) == both
+        assert not diag.one_walk
+    finally:
+        diag.close()
+        for c in [*conns, srv4, srv6]:
+            c.close()
 
 
 class RecordingKernel:
