@@ -92,7 +92,7 @@ class Enforcer:
         if any(nft_cgroup.is_cgroup_key(k) for k in diff):
             self._replace(rules)
         else:
-            self.nft.run(nft_rules.render_changes(old, rules, self.layout))
+            self.nft.run(nft_rules.render_changes(old, rules, self.layout, diff))
             self.rules = dict(rules)
         return len(diff)
 

@@ -76,11 +76,16 @@ def plan_entries(
     if target != host:
         raise ConfigError("plan.host", f"plan is for {target!r}, this agent is {host!r}")
     table = queues.dscp_table
+    dscps = frozenset(table)
     entries: dict[str, Rule] = {}
     for i, raw in enumerate(v.sequence(m.get("flows", []), "plan.flows")):
         path = f"plan.flows[{i}]"
-        e = v.mapping(raw, path, ("flow_id", "band", "dscp"))
-        fid = v.string(v.get(e, "flow_id", path), f"{path}.flow_id")
+        valid = _valid_entry(raw, queues.queues, dscps)  # None: checked field by field
+        if valid is None:
+            e = v.mapping(raw, path, ENTRY_KEYS)
+            fid = v.string(v.get(e, "flow_id", path), f"{path}.flow_id")
+        else:
+            fid = valid[0]
         if finished and fid in finished:
             continue
         hf = parse_host_flow(fid) if fid not in flows else None
@@ -92,18 +97,39 @@ def plan_entries(
             raise ConfigError(f"{path}.flow_id", f"unknown flow {fid[:80]!r}")
         if fid in entries:
             raise ConfigError(f"{path}.flow_id", f"flow {fid!r} appears twice")
-        band = v.integer(v.get(e, "band", path), f"{path}.band", minimum=0)
-        if band >= queues.queues:
-            raise ConfigError(f"{path}.band", f"{band} out of range 0..{queues.queues - 1}")
-        dscp = v.integer(v.get(e, "dscp", path), f"{path}.dscp", minimum=0)
-        if dscp not in table:
-            raise ConfigError(f"{path}.dscp", f"{dscp} is not in the DSCP table {list(table)}")
+        if valid is None:
+            band = v.integer(v.get(e, "band", path), f"{path}.band", minimum=0)
+            if band >= queues.queues:
+                raise ConfigError(f"{path}.band", f"{band} out of range 0..{queues.queues - 1}")
+            dscp = v.integer(v.get(e, "dscp", path), f"{path}.dscp", minimum=0)
+            if dscp not in table:
+                raise ConfigError(f"{path}.dscp", f"{dscp} is not in the DSCP table {list(table)}")
+        else:
+            band, dscp = valid[1], valid[2]
         flow = flows.get(fid)
         if flow is not None and flow.dst_host not in addresses:
             raise ConfigError(f"{path}.flow_id", f"no address for host {flow.dst_host!r}")
         entries[fid] = Rule(band, dscp)
     entries.update(_inbound_entries(m.get("inbound", []), addresses, queues))
     return version, entries
+
+
+ENTRY_KEYS = frozenset(("flow_id", "band", "dscp"))
+
+
+def _valid_entry(raw: Any, queues: int, dscps: frozenset[int]) -> tuple[str, int, int] | None:
+    """(flow id, band, DSCP) of a plan entry that is a plain dict whose fields all hold
+    what the field-by-field checks accept unchanged; None sends it through them (which
+    name the field of anything else). A plan of 1,000 entries is read in a fraction of
+    the time those checks take."""
+    if type(raw) is not dict or not raw.keys() <= ENTRY_KEYS:
+        return None
+    fid, band, dscp = raw.get("flow_id"), raw.get("band"), raw.get("dscp")
+    if type(fid) is not str or not fid or type(band) is not int or type(dscp) is not int:
+        return None
+    if not 0 <= band < queues or dscp not in dscps:
+        return None
+    return fid, band, dscp
 
 
 def patch_plan(base: dict | None, in_force: int, delta: Any) -> dict:

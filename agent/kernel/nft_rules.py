@@ -151,23 +151,33 @@ def _tiny_chain(name: str, ctl: str, matches: tuple[str, ...]) -> list[str]:
     return out
 
 
-def render_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule], layout: BandLayout) -> str:
-    """Element deletions and additions that turn ``old`` into ``new`` (one transaction)."""
+def render_changes(
+    old: dict[RuleKey, Rule],
+    new: dict[RuleKey, Rule],
+    layout: BandLayout,
+    diff: list[RuleKey] | None = None,
+) -> str:
+    """Element deletions and additions that turn ``old`` into ``new`` (one transaction).
+    ``diff``: ``changed_keys(old, new)`` where the caller has it; only those keys are
+    looked at, so a change of a few rules costs a few rules' work, not the table's."""
+    if diff is None:
+        diff = changed_keys(old, new)
+    by_match: dict[str, list[RuleKey]] = {}
+    for key in diff:
+        by_match.setdefault(key[0], []).append(key)
     out: list[str] = []
     for match in MATCHES:  # membership: keys that come or go
-        gone = sorted(_element(k) for k in old.keys() - new.keys() if k[0] == match)
-        came = sorted(_element(k) for k in new.keys() - old.keys() if k[0] == match)
+        keys = by_match.get(match, [])
+        gone = sorted(_element(k) for k in keys if k not in new)
+        came = sorted(_element(k) for k in keys if k not in old)
         if gone:
             out.append(f"delete element {FAMILY} {TABLE} ours_{match} {{ {', '.join(gone)} }}")
         if came:
             out.append(f"add element {FAMILY} {TABLE} ours_{match} {{ {', '.join(came)} }}")
-    diff = changed_keys(old, new)
     for field in ("band", "dscp"):
         for match in MATCHES:
             dels, adds = [], []
-            for key in diff:
-                if key[0] != match:
-                    continue
+            for key in by_match.get(match, []):
                 a, b = old.get(key), new.get(key)
                 va = None if a is None else getattr(a, field)
                 vb = None if b is None else getattr(b, field)
@@ -198,7 +208,8 @@ def _element(key: RuleKey) -> str:
 
 def changed_keys(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule]) -> list[RuleKey]:
     """Keys added, removed or given another rule."""
-    return [k for k in old.keys() | new.keys() if old.get(k) != new.get(k)]
+    get = old.get
+    return [k for k, r in new.items() if get(k) != r] + [k for k in old if k not in new]
 
 
 def count_changes(old: dict[RuleKey, Rule], new: dict[RuleKey, Rule]) -> int:

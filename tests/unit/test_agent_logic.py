@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grouper.agent.jsonl import JsonlTailer
 from grouper.agent.kernel.layout import BandLayout
@@ -276,3 +278,34 @@ def test_plan_entries_for_finished_jobs_are_skipped_not_refused():
         finished=reg.finished_flows("a"),
     )
     assert rules == {("dport", "10.0.0.2", 5002): Rule(2, 40)}
+
+
+_FIELD = st.one_of(
+    st.integers(-3, 70), st.booleans(), st.floats(allow_nan=False), st.none(),
+    st.text(max_size=6), st.just(""), st.lists(st.integers(), max_size=1),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.dictionaries(st.sampled_from(["flow_id", "band", "dscp", "bandx"]), _FIELD),
+        st.fixed_dictionaries({"flow_id": _FIELD, "band": _FIELD, "dscp": _FIELD}),
+        _FIELD,
+    )
+)
+def test_a_plan_entry_read_quickly_is_one_the_field_checks_accept_as_is(raw):
+    """The quick read of a plan entry gives a value only where the field-by-field checks
+    (which name the field of anything else) accept the entry and give the same values."""
+    from grouper.agent.plan import ENTRY_KEYS, _valid_entry
+    from grouper.common import validate as v
+
+    queues = QueueConfig()
+    got = _valid_entry(raw, queues.queues, frozenset(queues.dscp_table))
+    if got is None:
+        return
+    e = v.mapping(raw, "e", ENTRY_KEYS)
+    band = v.integer(v.get(e, "band", "e"), "e.band", minimum=0)
+    dscp = v.integer(v.get(e, "dscp", "e"), "e.dscp", minimum=0)
+    assert got == (v.string(v.get(e, "flow_id", "e"), "e.flow_id"), band, dscp)
+    assert band < queues.queues and dscp in queues.dscp_table
