@@ -196,8 +196,12 @@ class AgentCore:
         self._synced = self.registry.generation
         active = self.registry.active_jobs()
         live = {j.key: j for j in active if j.pids and not j.cgroup}
-        if set(live) - set(self.procs) and self.tracker is not None:
-            self.tracker.forget_foreign()  # sockets of nobody may be the new job's
+        joined = any(
+            not {Proc(*p) for p in job.pids} <= self.procs.get(key, set())
+            for key, job in live.items()
+        )
+        if joined and self.tracker is not None:  # a new job, or a new participant of one:
+            self.tracker.forget_foreign()  # sockets of nobody may be its own
         gone = (set(self.procs) - set(live)) | self._sync_cgroups(active)
         for key in gone:
             self.procs.pop(key, None)

@@ -34,6 +34,10 @@ _MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg
 _REQ_BOTH = struct.Struct("=IHHIIBBBB48sII")  # nlmsghdr + inet_diag_req (one walk)
 
 
+class DumpRefused(OSError):
+    """The kernel answered a dump request with an error message (and nothing else)."""
+
+
 class TcpSocket(NamedTuple):
     cookie: bytes  # the kernel's id for the socket: never reused while it lives
     inode: int
@@ -104,8 +108,8 @@ class SockDiag:
             try:
                 self._read(TCPDIAG_GETSOCK, info, known, alive, new)
                 return alive
-            except OSError:  # a kernel without the older request: one walk per family
-                self.one_walk = False
+            except DumpRefused:  # a kernel without the older request: one walk per family
+                self.one_walk = False  # (its one error message read: nothing left behind)
                 alive.clear()
                 new.clear()
         for family in (socket.AF_INET, socket.AF_INET6):
@@ -143,7 +147,7 @@ class SockDiag:
                 elif kind == NLMSG_ERROR:
                     (err,) = struct.unpack_from("=i", data, off + body)
                     if err:
-                        raise OSError(-err, "sock_diag dump failed")
+                        raise DumpRefused(-err, "sock_diag dump refused")
                     return
                 off += (length + 3) & ~3
 

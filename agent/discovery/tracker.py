@@ -2,10 +2,13 @@
 
 A refresh dumps the namespace's TCP sockets (``sockdiag``), unless nothing a dump would
 find can have changed: no connection opened in the namespace since the last dump (the
-kernel's count of active and passive opens, ``opens``), none waiting for its owner, no
-job registered since, and no bytes to read. A dump walks the kernel's whole table of
-established sockets, so a steady host skips it; connections that closed are seen at the
-next dump (a second at most: bytes are read every second). Sockets seen before cost
+kernel's count of active and passive opens, ``opens``, read before and after each dump:
+an open counted during one makes the next refresh dump again), none waiting for its
+owner, no job registered or joined since, and no bytes to read. A dump walks the
+kernel's whole table of established sockets, so a steady host skips it; connections
+that closed are seen at the next dump, and a socket the kernel counts before it is in
+its table (a passive open's child) may be too: a second at most, as bytes are read
+every second. Sockets seen before cost
 a dict lookup; a socket toward a cluster host that is new is matched to a job by its
 inode, scanning the job's processes (and their descendants) only then. Sockets that
 belong to no job are remembered as foreign until they close or a job registers, so a
@@ -75,7 +78,7 @@ class Tracker:
     dumps: int = 0  # refreshes that dumped the sockets
     stale: bool = True  # sockets seen before may be judged otherwise now: dump
     waiting: bool = False  # the last dump saw a connection not accept()ed yet
-    opened: int | None = None  # ``opens()`` before the last dump
+    opened: int | None = None  # ``opens()`` at the last dump (None: dump next time)
 
     def forget_foreign(self) -> None:
         """A job registered: sockets that belonged to nobody may now be its own."""
@@ -86,15 +89,16 @@ class Tracker:
         """One dump, where one can find something (above); returns the jobs whose set
         of connections changed. ``jobs`` maps each job to its known processes;
         descendants found are added to it in place."""
-        opened = self.opens()  # before the dump: an open during it is seen next time
+        opened = self.opens()
         quiet = opened is not None and opened == self.opened
         if quiet and not (info or self.stale or self.waiting):
             return set()
         self.dumps += 1
-        self.stale, self.waiting, self.opened = False, False, opened
         known: dict[bytes, Any] = self.conns | self.foreign if self.foreign else self.conns
         new: list[TcpSocket] = []
         alive = self.diag.scan(known, new, info=info)
+        if self.opens() != opened:  # one opened during the dump, perhaps behind it
+            opened = None  # so the next refresh dumps again
         changed = set()
         for cookie in [c for c in self.conns if c not in alive]:
             changed.add(self.conns.pop(cookie).job)
@@ -107,7 +111,7 @@ class Tracker:
                     k = (conn.job, conn.dst_host, conn.key)
                     self.sent[k] = self.sent.get(k, 0) + acked - conn.acked
                     conn.acked = acked
-        ours = []
+        ours, waiting = [], False
         for s in new:
             if self.host_of.get(dst_address(s), self.host) == self.host:
                 self.foreign[s.cookie] = None  # not toward another cluster host: never ours
@@ -121,7 +125,7 @@ class Tracker:
             if s.inode:
                 ours.append(s)
             else:  # established but not yet accept()ed, so no process holds it yet. Not
-                self.waiting = True  # foreign, just not known: new again next refresh
+                waiting = True  # foreign, just not known: new again next refresh
         owner = self._owners(jobs, {s.inode for s in ours}) if ours and jobs else {}
         for s in ours:
             job = owner.get(s.inode)
@@ -129,6 +133,8 @@ class Tracker:
                 self.foreign[s.cookie] = None
             else:
                 self._add(s, job, changed)
+        # only now that the dump was read: a refresh that failed leaves its reasons
+        self.stale, self.waiting, self.opened = False, waiting, opened
         return changed
 
     def set_cgroups(self, by_cgroup: dict[int, JobKey]) -> None:

@@ -120,6 +120,16 @@ def test_no_dump_while_no_connection_opened_and_nothing_else_can_change():
     t.refresh(jobs)
     t.refresh(jobs)
     assert t.dumps == 9
+    t.opens = lambda: opens[0]
+    t.refresh(jobs)
+    t.forget_foreign()
+    scan = diag.scan
+    diag.scan = lambda *a, **k: (_ for _ in ()).throw(OSError("dump failed"))
+    with pytest.raises(OSError):
+        t.refresh(jobs)
+    diag.scan = scan
+    t.refresh(jobs)
+    assert t.dumps == 12, "a failed refresh leaves its reason to dump"
 
 
 def test_the_open_count_grows_with_each_connection_of_the_namespace():
@@ -402,6 +412,37 @@ class RecordingKernel:
 
     async def counters(self):
         return {}
+
+
+def test_a_participant_joining_a_job_has_its_earlier_connections_found(sleeper):
+    """A second process of a job on this host registers after it connected: its socket,
+    written off as nobody's at an earlier round, is looked at again and classified."""
+    import asyncio
+
+    from grouper.agent.core import AgentCore
+
+    q = QueueConfig()
+    first, second = sleeper(), sleeper()
+    t, diag = tracker({first.pid: {1}, second.pid: {2}})
+    reg = Registry(known_hosts=set(HOSTS.values()), host="a", host_of=HOSTS)
+    kernel = RecordingKernel()
+    addresses = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
+    core = AgentCore("a", reg, kernel, q, addresses, plan_ttl=60, tracker=t)
+
+    async def scenario():
+        reg_pids(reg, "j1", [first.pid])
+        plan = {"version": 1, "host": "a", "flows": [
+            {"flow_id": "c1/j1/b:*", "band": 2, "dscp": q.dscp_table[2]}]}  # fmt: skip
+        ok, err, _ = await core.apply_plan(plan)
+        assert ok, err
+        diag.table = [sock(1, 1), sock(2, 2, sport=40001)]
+        await core.discover()
+        assert len(kernel.rules) == 1 and sock(2, 2).cookie in t.foreign
+        reg_pids(reg, "j1", [second.pid])  # joins the job
+        await core.discover()
+        assert len(kernel.rules) == 2
+
+    asyncio.run(scenario())
 
 
 def test_core_classifies_a_jobs_connections_and_drops_them_when_it_ends(sleeper):
