@@ -14,8 +14,8 @@ bind together, the upstream one is the bottleneck. In the model's own words: the
 point of the per-link model in which every link's capacity ``c`` is raised to
 ``c x (1 + eps x depth)``, in the limit ``eps -> 0``, where a link's depth is its hop
 from the senders (a NIC 1, a leaf's uplink 2, a spine's downlink 3, a leaf's port
-toward a host 4; on a big switch the port toward the receiver is 2). Where the model's fixed point is unique
-the rule changes nothing.
+toward a host 4; on a big switch the port toward the receiver is 2). Where the model's
+fixed point is unique the rule changes nothing.
 
 :func:`fabric_rates` computes that fixed point by enumeration: a fixed point gives
 every flow a bottleneck, a virtual link (link, queue) whose prefix (the rates of the
