@@ -147,7 +147,7 @@ def patch_plan(base: dict | None, in_force: int, delta: Any) -> dict:
         raise ConfigError("plan.base_version", f"delta on plan {want}, but {held} is in force")
     flows = {f["flow_id"]: f for f in base.get("flows", [])}
     for i, raw in enumerate(v.sequence(m.get("flows", []), "plan.flows")):
-        e = v.mapping(raw, f"plan.flows[{i}]", ("flow_id", "band", "dscp"))
+        e = v.mapping(raw, f"plan.flows[{i}]", ENTRY_KEYS)
         flows[v.string(v.get(e, "flow_id", f"plan.flows[{i}]"), f"plan.flows[{i}].flow_id")] = e
     for i, fid in enumerate(v.sequence(m.get("removed_flows", []), "plan.removed_flows")):
         if flows.pop(fid, None) is None:

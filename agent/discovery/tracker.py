@@ -8,8 +8,8 @@ owner, no job registered or joined since, and no bytes to read. A dump walks the
 kernel's whole table of established sockets, so a steady host skips it; connections
 that closed are seen at the next dump, and a socket the kernel counts before it is in
 its table (a passive open's child) may be too: a second at most, as bytes are read
-every second. Sockets seen before cost
-a dict lookup; a socket toward a cluster host that is new is matched to a job by its
+every second. Sockets seen before cost a dict lookup; a socket toward a cluster host
+that is new is matched to a job by its
 inode, scanning the job's processes (and their descendants) only then. Sockets that
 belong to no job are remembered as foreign until they close or a job registers, so a
 steady host costs one dump per refresh. A connection the kernel has established but no

@@ -138,7 +138,7 @@ def test_the_open_count_grows_with_each_connection_of_the_namespace():
     srv = socket.create_server(("127.0.0.1", 0))
     c = socket.create_connection(srv.getsockname())
     a, _ = srv.accept()
-    assert tcp_opens() == before + 2  # one active open, one passive
+    assert tcp_opens() >= before + 2  # one active open, one passive (others may open too)
     for x in (a, c, srv):
         x.close()
     assert tcp_opens("/nonexistent") is None
@@ -414,26 +414,34 @@ class RecordingKernel:
         return {}
 
 
+HOST_FLOW_PLAN = {"version": 1, "host": "a", "flows": [
+    {"flow_id": "c1/j1/b:*", "band": 2, "dscp": QueueConfig().dscp_table[2]}]}  # fmt: skip
+
+
+def scripted_core(inodes: dict[int, set[int]]) -> tuple:
+    """An AgentCore on host a with a scripted socket table (``tracker``) and a kernel
+    that records its rules: (core, registry, kernel, tracker, table)."""
+    from grouper.agent.core import AgentCore
+
+    t, diag = tracker(inodes)
+    reg = Registry(known_hosts=set(HOSTS.values()), host="a", host_of=HOSTS)
+    kernel = RecordingKernel()
+    addresses = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
+    core = AgentCore("a", reg, kernel, QueueConfig(), addresses, plan_ttl=60, tracker=t)
+    return core, reg, kernel, t, diag
+
+
 def test_a_participant_joining_a_job_has_its_earlier_connections_found(sleeper):
     """A second process of a job on this host registers after it connected: its socket,
     written off as nobody's at an earlier round, is looked at again and classified."""
     import asyncio
 
-    from grouper.agent.core import AgentCore
-
-    q = QueueConfig()
     first, second = sleeper(), sleeper()
-    t, diag = tracker({first.pid: {1}, second.pid: {2}})
-    reg = Registry(known_hosts=set(HOSTS.values()), host="a", host_of=HOSTS)
-    kernel = RecordingKernel()
-    addresses = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
-    core = AgentCore("a", reg, kernel, q, addresses, plan_ttl=60, tracker=t)
+    core, reg, kernel, t, diag = scripted_core({first.pid: {1}, second.pid: {2}})
 
     async def scenario():
         reg_pids(reg, "j1", [first.pid])
-        plan = {"version": 1, "host": "a", "flows": [
-            {"flow_id": "c1/j1/b:*", "band": 2, "dscp": q.dscp_table[2]}]}  # fmt: skip
-        ok, err, _ = await core.apply_plan(plan)
+        ok, err, _ = await core.apply_plan(HOST_FLOW_PLAN)
         assert ok, err
         diag.table = [sock(1, 1), sock(2, 2, sport=40001)]
         await core.discover()
@@ -451,22 +459,13 @@ def test_core_classifies_a_jobs_connections_and_drops_them_when_it_ends(sleeper)
     plan, and a finished job's rules leave the kernel even while its sockets linger."""
     import asyncio
 
-    from grouper.agent.core import AgentCore
-
-    q = QueueConfig()
     proc = sleeper()
     me = P.identify(proc.pid)
-    t, diag = tracker({me.pid: {1, 2}})
-    reg = Registry(known_hosts=set(HOSTS.values()), host="a", host_of=HOSTS)
-    kernel = RecordingKernel()
-    addresses = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
-    core = AgentCore("a", reg, kernel, q, addresses, plan_ttl=60, tracker=t)
+    core, reg, kernel, t, diag = scripted_core({me.pid: {1, 2}})
 
     async def scenario():
         reg_pids(reg, "j1", [proc.pid])
-        plan = {"version": 1, "host": "a", "flows": [
-            {"flow_id": "c1/j1/b:*", "band": 2, "dscp": q.dscp_table[2]}]}  # fmt: skip
-        ok, err, _ = await core.apply_plan(plan)
+        ok, err, _ = await core.apply_plan(HOST_FLOW_PLAN)
         assert ok, err
         diag.table = [sock(1, 1)]
         await core.discover()

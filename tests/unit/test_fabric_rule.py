@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from grouper.simulator.allocator import allocate_settled
 from grouper.simulator.fabric_rule import MAX_CHOICES, NotUnique, fabric_rates
+from tests.unit.test_allocator import crossing
 
 # a big switch with two senders' NICs (links 0, 1: depth 1) and two receivers' ports
 # (links 2, 3: depth 2), every link at rate 1
@@ -21,9 +22,7 @@ CAPACITY, DEPTH = np.ones(4), np.array([1, 1, 2, 2])
 
 def rule(paths: list[list[tuple[int, int]]], capacity=CAPACITY, depth=DEPTH) -> np.ndarray:
     """The rule's rates of flows given as paths of (link, queue) crossings."""
-    pf = [f for f, p in enumerate(paths) for _ in p]
-    pl = [link for p in paths for link, _ in p]
-    pq = [q for p in paths for _, q in p]
+    (pf, pl), pq = crossing(paths)
     return fabric_rates(pf, pl, pq, capacity, depth)
 
 
@@ -92,10 +91,8 @@ def big_switch(draw: st.DrawFn, queues: str) -> tuple[list, np.ndarray]:
 
 
 def rounds(paths: list, capacity: np.ndarray) -> np.ndarray:
-    pf = np.array([f for f, p in enumerate(paths) for _ in p])
-    pl = np.array([link for p in paths for link, _ in p])
-    pq = np.array([q for p in paths for _, q in p])
-    got = allocate_settled((pf, pl), capacity, pq, per_crossing=True)
+    pairs, pq = crossing(paths)
+    got = allocate_settled(pairs, capacity, np.array(pq), per_crossing=True)
     assert got.settled
     return got.rates
 
