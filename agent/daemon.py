@@ -25,7 +25,7 @@ from grouper.agent.authz import coordinator_only
 from grouper.agent.cgroup_watch import CgroupWatch
 from grouper.agent.cgroups import NFT_ROOT, Cgroups
 from grouper.agent.core import AgentCore
-from grouper.agent.discovery.sockdiag import SockDiag, tcp_opens
+from grouper.agent.discovery.sockdiag import SockDiag, tcp_opens, tcp_segments
 from grouper.agent.discovery.tracker import Tracker
 from grouper.agent.enforcer import KernelThread
 from grouper.agent.jsonl import JsonlTailer
@@ -120,7 +120,7 @@ def _build_core(
         cfg.addresses,
         cfg.failure.plan_ttl,
         metrics,
-        tracker=Tracker(opts.host, cfg.host_of, diag, opens=tcp_opens),
+        tracker=Tracker(opts.host, cfg.host_of, diag, opens=tcp_opens, segments=tcp_segments),
         addresses6={host: a for a, host in cfg.host_of.items() if ":" in a},
     )
     metrics.backend.labels(opts.host, kernel.backend).set(1)

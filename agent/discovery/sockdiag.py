@@ -196,14 +196,27 @@ def _cgroup_id(data: bytes, off: int, length: int) -> int:
     return 0 if at is None else struct.unpack_from("=Q", data, at)[0]
 
 
+def _tcp_mib(path: str, names: tuple[bytes, ...]) -> int | None:
+    """The sum of the namespace's TCP counters ``names`` (``/proc/net/snmp``), or None
+    where they cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            lines = [line.split() for line in fh if line.startswith(b"Tcp:")]
+        head, values = lines[0], lines[1]
+        return sum(int(values[head.index(name)]) for name in names)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def tcp_opens(path: str = "/proc/net/snmp") -> int | None:
     """Connections this network namespace has opened, actively and passively (the
     kernel's ``ActiveOpens + PassiveOpens``), or None where they cannot be read: every
     socket a dump lists in the states above was counted there first."""
-    try:
-        with open(path, "rb") as fh:
-            lines = [line.split() for line in fh if line.startswith(b"Tcp:")]
-        names, values = lines[0], lines[1]
-        return int(values[names.index(b"ActiveOpens")]) + int(values[names.index(b"PassiveOpens")])
-    except (OSError, IndexError, ValueError):
-        return None
+    return _tcp_mib(path, (b"ActiveOpens", b"PassiveOpens"))
+
+
+def tcp_segments(path: str = "/proc/net/snmp") -> int | None:
+    """TCP segments this network namespace has received and sent (``InSegs +
+    OutSegs``), or None where they cannot be read: a socket's bytes acked grow only
+    when a segment arrives, and a connection closes only with one in or out."""
+    return _tcp_mib(path, (b"InSegs", b"OutSegs"))

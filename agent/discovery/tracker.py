@@ -4,7 +4,9 @@ A refresh dumps the namespace's TCP sockets (``sockdiag``), unless nothing a dum
 find can have changed: no connection opened in the namespace since the last dump (the
 kernel's count of active and passive opens, ``opens``, read before and after each dump:
 an open counted during one makes the next refresh dump again), none waiting for its
-owner, no job registered or joined since, and no bytes to read. A dump walks the
+owner, no job registered or joined since, and, for a refresh that reads bytes, no TCP
+segment received or sent in the namespace since the last one did (``segments``, read
+before it: bytes are acked, and connections close, only with a segment). A dump walks the
 kernel's whole table of established sockets, so a steady host skips it; connections
 that closed are seen at the next dump, and a socket the kernel counts before it is in
 its table (a passive open's child) may be too: a second at most, as bytes are read
@@ -68,6 +70,7 @@ class Tracker:
     descendants: Callable[[dict[JobKey, set[P.Proc]]], dict[JobKey, set[P.Proc]]] = P.descendants
     socket_inodes: Callable[[int], set[int]] = P.socket_inodes
     opens: Callable[[], int | None] = lambda: None  # connections opened here (None: unknown)
+    segments: Callable[[], int | None] = lambda: None  # TCP segments in and out here
     conns: dict[bytes, Conn] = field(default_factory=dict)
     foreign: dict[bytes, None] = field(default_factory=dict)
     sent: dict[tuple[JobKey, str, tuple], int] = field(default_factory=dict)  # since take_sent
@@ -79,6 +82,7 @@ class Tracker:
     stale: bool = True  # sockets seen before may be judged otherwise now: dump
     waiting: bool = False  # the last dump saw a connection not accept()ed yet
     opened: int | None = None  # ``opens()`` at the last dump (None: dump next time)
+    counted: int | None = None  # ``segments()`` before the last dump with bytes
 
     def forget_foreign(self) -> None:
         """A job registered: sockets that belonged to nobody may now be its own."""
@@ -90,9 +94,11 @@ class Tracker:
         of connections changed. ``jobs`` maps each job to its known processes;
         descendants found are added to it in place."""
         opened = self.opens()
+        segments = self.segments() if info else None
         quiet = opened is not None and opened == self.opened
-        if quiet and not (info or self.stale or self.waiting):
-            return set()
+        if quiet and not (self.stale or self.waiting):
+            if not info or (segments is not None and segments == self.counted):
+                return set()  # nothing opened; with bytes: no segment in or out since
         self.dumps += 1
         known: dict[bytes, Any] = self.conns | self.foreign if self.foreign else self.conns
         new: list[TcpSocket] = []
@@ -135,6 +141,8 @@ class Tracker:
                 self._add(s, job, changed)
         # only now that the dump was read: a refresh that failed leaves its reasons
         self.stale, self.waiting, self.opened = False, waiting, opened
+        if info:
+            self.counted = segments
         return changed
 
     def set_cgroups(self, by_cgroup: dict[int, JobKey]) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from grouper.agent.discovery import procs as P
 from grouper.agent.discovery.load import LoadEstimate, round2
-from grouper.agent.discovery.sockdiag import SockDiag, TcpSocket, tcp_opens
+from grouper.agent.discovery.sockdiag import SockDiag, TcpSocket, tcp_opens, tcp_segments
 from grouper.agent.discovery.tracker import Tracker
 from grouper.agent.plan import Rule, compose, plan_entries
 from grouper.agent.registry import FINISHED_GRACE, Registry
@@ -130,6 +130,49 @@ def test_no_dump_while_no_connection_opened_and_nothing_else_can_change():
     diag.scan = scan
     t.refresh(jobs)
     assert t.dumps == 12, "a failed refresh leaves its reason to dump"
+
+
+def test_bytes_are_read_again_only_after_a_segment_came_or_went():
+    """A refresh that reads bytes dumps unless no TCP segment was received or sent in
+    the namespace since the last one read them (the count read before that dump)."""
+    t, diag = tracker({101: {1}})
+    opens, segs = [10], [500]
+    t.opens, t.segments = (lambda: opens[0]), (lambda: segs[0])
+    jobs = {J1: {P.Proc(101, 5)}}
+    diag.table = [sock(1, 1)]
+    assert t.refresh(jobs, info=True) == {J1} and t.dumps == 1
+    t.refresh(jobs, info=True)
+    assert t.dumps == 1, "nothing in or out: the bytes acked are those read"
+    segs[0] += 1
+    t.refresh(jobs, info=True)
+    assert t.dumps == 2
+    opens[0] += 1
+    t.refresh(jobs)  # a dump without bytes: the next one with bytes compares with 501
+    t.refresh(jobs, info=True)
+    assert t.dumps == 3
+    segs[0] += 1
+    t.refresh(jobs)
+    assert t.dumps == 3, "a segment alone: nothing new to find without bytes"
+    t.refresh(jobs, info=True)
+    assert t.dumps == 4
+    t.segments = lambda: None  # the count unknown: bytes read at every such refresh
+    t.refresh(jobs, info=True)
+    t.refresh(jobs, info=True)
+    assert t.dumps == 6
+
+
+def test_the_segment_count_grows_with_data_sent_in_the_namespace():
+    before = tcp_segments()
+    assert before is not None
+    srv = socket.create_server(("127.0.0.1", 0))
+    c = socket.create_connection(srv.getsockname())
+    a, _ = srv.accept()
+    c.sendall(b"x")
+    assert a.recv(1) == b"x"
+    assert tcp_segments() >= before + 4  # the handshake's three and the data, at least
+    for x in (a, c, srv):
+        x.close()
+    assert tcp_segments("/nonexistent") is None
 
 
 def test_the_open_count_grows_with_each_connection_of_the_namespace():
