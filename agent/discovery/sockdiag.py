@@ -29,7 +29,7 @@ TCPI_BYTES_ACKED = 120  # offset of tcpi_bytes_acked in struct tcp_info (Linux >
 # states we care about: a connection sending (ESTABLISHED) or about to (SYN_SENT, SYN_RECV)
 STATES = (1 << 1) | (1 << 2) | (1 << 3)
 _HDR = struct.Struct("=IHHII")  # nlmsghdr
-_HDR2 = struct.Struct("=IH")  # its length and type
+_HDR3 = struct.Struct("=IH2xI")  # its length, type and sequence number
 _MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg
 _REQ_BOTH = struct.Struct("=IHHIIBBBB48sII")  # nlmsghdr + inet_diag_req (one walk)
 
@@ -127,27 +127,30 @@ class SockDiag:
     ) -> None:
         """Read the answer to the request just sent: messages of type ``reply``."""
         body = _HDR.size
-        head = _HDR2.unpack_from
+        head = _HDR3.unpack_from
         c0, c1 = body + 44, body + 52  # idiag_cookie within a message
         while True:
             data = self.sock.recv(1 << 20)
             off, end = 0, len(data) - body
-            # one request at a time on this socket, so every message answers it
             while off <= end:
-                length, kind = head(data, off)
-                if kind == reply:
+                length, kind, seq = head(data, off)
+                if length < body:
+                    raise OSError("sock_diag: a truncated reply")
+                if seq != self.seq:  # left from a dump that failed before its end
+                    pass
+                elif kind == reply:
                     cookie = data[off + c0 : off + c1]
                     acked = _bytes_acked(data, off, length) if info else -1
                     alive[cookie] = acked
                     if known is None or cookie not in known:
                         s = _parse(data, off + body, cookie, acked)
                         new.append(s._replace(cgroup_id=_cgroup_id(data, off, length)))
-                elif length < body or kind == NLMSG_DONE:
-                    return
-                elif kind == NLMSG_ERROR:
-                    (err,) = struct.unpack_from("=i", data, off + body)
-                    if err:
+                elif kind in (NLMSG_DONE, NLMSG_ERROR):
+                    err = struct.unpack_from("=i", data, off + body)[0] if length >= body + 4 else 0
+                    if err and kind == NLMSG_ERROR:
                         raise DumpRefused(-err, "sock_diag dump refused")
+                    if err:  # the dump stopped short: what was read is not the table
+                        raise OSError(-err, "sock_diag dump failed")
                     return
                 off += (length + 3) & ~3
 

@@ -4,8 +4,10 @@ the netlink parser against pyroute2's own on loopback sockets."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -441,6 +443,51 @@ def test_one_walk_lists_both_families_as_the_requests_by_family_do(monkeypatch):
         diag.close()
         for c in [*conns, srv4, srv6]:
             c.close()
+
+
+def test_replies_left_from_a_dump_that_failed_are_not_read_as_the_next_one():
+    """A dump that failed before reading its reply leaves it in the socket: the next
+    dump reads only the reply to its own request (by sequence number), so it sees the
+    connection opened in between."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    diag = SockDiag()
+    conns: list[socket.socket] = []
+    try:
+        diag.sock.send(diag._request_both(False))  # a dump whose reply nobody read
+        conns.append(socket.create_connection(srv.getsockname()))
+        conns.append(srv.accept()[0])
+        port = conns[0].getsockname()[1]
+        assert port in {s.sport for s in diag.dump()}
+        assert port in {s.sport for s in diag.dump()}
+    finally:
+        diag.close()
+        for c in [*conns, srv]:
+            c.close()
+
+
+class CannedSocket:
+    """A netlink socket whose reply is given: for replies the kernel sends rarely."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+
+    def send(self, data: bytes) -> int:
+        return len(data)
+
+    def recv(self, size: int) -> bytes:
+        return self.reply
+
+
+def test_a_dump_the_kernel_ended_with_an_error_is_not_taken_as_the_table():
+    diag = SockDiag()
+    diag.close()
+    done = struct.pack("=IHHIIi", 20, 3, 2, diag.seq + 1, 0, -errno.EINTR)  # NLMSG_DONE
+    diag.sock = CannedSocket(done)
+    with pytest.raises(OSError) as caught:
+        diag.dump()
+    assert caught.value.errno == errno.EINTR
+    diag.sock = CannedSocket(struct.pack("=IHHIIi", 20, 3, 2, diag.seq + 1, 0, 0))
+    assert diag.dump() == []
 
 
 class RecordingKernel:
