@@ -6,8 +6,8 @@ in ``a`` hold ``CONNECTIONS`` idle connections each to ``b``, registered with th
 by pid only (no ports); the bench then plays the coordinator and pushes one plan with a
 host flow per job (band 1 and band 1's DSCP). Measured:
 
-* **CPU**: the agent's user + system time over a window with every job registered and
-  nothing changing, as a percentage of one core.
+* **CPU**: the time the agent's threads ran (the scheduler's nanoseconds) over a window
+  with every job registered and nothing changing, as a percentage of one core.
 * **Latency**: a probe job reconnects on a fresh port ``--samples`` times; each sample is
   the time from just before ``connect()`` to the first data packet that reaches ``b``
   with the planned DSCP. The band and the DSCP of a connection are set by one nftables
@@ -285,20 +285,15 @@ class Testbed:
     def _cpu(self, window: float) -> tuple[float, list[float]]:
         """The agent's CPU over ``window`` seconds as a percentage of one core, and the
         same over each of its ``CPU_PARTS`` consecutive spans."""
-
-        def ticks() -> int:
-            fields = Path(f"/proc/{self.agent.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return int(fields[11]) + int(fields[12])  # utime + stime
-
-        def percent(c0: int, c1: int, t0: float, t1: float) -> float:
-            return 100.0 * (c1 - c0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
-
-        marks = [(time.monotonic(), ticks())]
+        marks = [(time.monotonic(), _cpu_seconds(self.agent.pid))]
         for _ in range(CPU_PARTS):
             time.sleep(window / CPU_PARTS)
-            marks.append((time.monotonic(), ticks()))
-        parts = [percent(a[1], b[1], a[0], b[0]) for a, b in itertools.pairwise(marks)]
-        return percent(marks[0][1], marks[-1][1], marks[0][0], marks[-1][0]), parts
+            marks.append((time.monotonic(), _cpu_seconds(self.agent.pid)))
+
+        def percent(a: tuple[float, float], b: tuple[float, float]) -> float:
+            return 100.0 * (b[1] - a[1]) / (b[0] - a[0])
+
+        return percent(marks[0], marks[-1]), [percent(a, b) for a, b in itertools.pairwise(marks)]
 
     def _latencies(
         self, probe: subprocess.Popen, sink: subprocess.Popen, n: int
@@ -371,3 +366,20 @@ def _p99(n: int) -> int:
 def _ms(x: float) -> float | None:
     """Milliseconds, or None for a sample never classified while the probe sent."""
     return None if math.isnan(x) else round(x * 1e3, 2)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds the process's threads ran: the scheduler's nanoseconds per thread
+    (``/proc/<pid>/task/*/schedstat``), or where the kernel keeps none, user + system
+    time in clock ticks (10 ms steps: 0.5% of a core over a 2 s span)."""
+    total, seen = 0, False
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+            seen = True
+        except (OSError, IndexError, ValueError):
+            continue
+    if seen:
+        return total / 1e9
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
