@@ -6,8 +6,8 @@ in ``a`` hold ``CONNECTIONS`` idle connections each to ``b``, registered with th
 by pid only (no ports); the bench then plays the coordinator and pushes one plan with a
 host flow per job (band 1 and band 1's DSCP). Measured:
 
-* **CPU**: the time the agent's threads ran (the scheduler's nanoseconds) over a window
-  with every job registered and nothing changing, as a percentage of one core.
+* **CPU**: the time the agent ran (the kernel's process CPU clock, nanoseconds) over a
+  window with every job registered and nothing changing, as a percentage of one core.
 * **Latency**: a probe job reconnects on a fresh port ``--samples`` times; each sample is
   the time from just before ``connect()`` to the first data packet that reaches ``b``
   with the planned DSCP. The band and the DSCP of a connection are set by one nftables
@@ -369,17 +369,7 @@ def _ms(x: float) -> float | None:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """CPU seconds the process's threads ran: the scheduler's nanoseconds per thread
-    (``/proc/<pid>/task/*/schedstat``), or where the kernel keeps none, user + system
-    time in clock ticks (10 ms steps: 0.5% of a core over a 2 s span)."""
-    total, seen = 0, False
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-            seen = True
-        except (OSError, IndexError, ValueError):
-            continue
-    if seen:
-        return total / 1e9
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    """CPU seconds the process ran, its threads that ended included: the kernel's
+    process CPU clock for ``pid`` (nanoseconds; clock id ``(~pid << 3) | 2``,
+    CPUCLOCK_SCHED of the whole thread group)."""
+    return time.clock_gettime_ns(((~pid) << 3) | 2) / 1e9

@@ -14,6 +14,7 @@ about 1 us.
 
 from __future__ import annotations
 
+import errno
 import socket
 import struct
 from typing import NamedTuple
@@ -29,7 +30,7 @@ TCPI_BYTES_ACKED = 120  # offset of tcpi_bytes_acked in struct tcp_info (Linux >
 # states we care about: a connection sending (ESTABLISHED) or about to (SYN_SENT, SYN_RECV)
 STATES = (1 << 1) | (1 << 2) | (1 << 3)
 _HDR = struct.Struct("=IHHII")  # nlmsghdr
-_HDR3 = struct.Struct("=IH2xI")  # its length, type and sequence number
+_HDR2 = struct.Struct("=IH")  # its length and type
 _MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg
 _REQ_BOTH = struct.Struct("=IHHIIBBBB48sII")  # nlmsghdr + inet_diag_req (one walk)
 
@@ -54,9 +55,7 @@ class SockDiag:
     """One netlink socket; ``dump()`` lists TCP sockets (IPv4 and IPv6)."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
-        self.sock.bind((0, 0))
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self.sock = _netlink_socket()
         self.seq = 0
         self._templates: dict[tuple[int, bool], bytearray] = {}
         self.one_walk = True  # False once the kernel refused TCPDIAG_GETSOCK
@@ -101,21 +100,30 @@ class SockDiag:
     ) -> dict[bytes, int]:
         """Cookies of all sockets -> bytes acked (-1 without ``info``). Sockets whose
         cookie is not in ``known`` are appended to ``new`` in full; known ones cost
-        one dict lookup (a steady host re-reads hundreds of sockets every refresh)."""
+        one dict lookup (a steady host re-reads hundreds of sockets every refresh).
+        A dump that fails leaves a fresh netlink socket behind (the kernel would go on
+        with the failed one's dump and refuse the next request as busy)."""
         alive: dict[bytes, int] = {}
-        if self.one_walk:
-            self.sock.send(self._request_both(info))
-            try:
-                self._read(TCPDIAG_GETSOCK, info, known, alive, new)
-                return alive
-            except DumpRefused:  # a kernel without the older request: one walk per family
-                self.one_walk = False  # (its one error message read: nothing left behind)
-                alive.clear()
-                new.clear()
-        for family in (socket.AF_INET, socket.AF_INET6):
-            self.sock.send(self._request(family, info))
-            self._read(SOCK_DIAG_BY_FAMILY, info, known, alive, new)
-        return alive
+        try:
+            if self.one_walk:
+                self.sock.send(self._request_both(info))
+                try:
+                    self._read(TCPDIAG_GETSOCK, info, known, alive, new)
+                    return alive
+                except DumpRefused as exc:
+                    if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                        raise
+                    self.one_walk = False  # a kernel without the older request: one walk
+                    alive.clear()  # per family (its one error message read: nothing left)
+                    new.clear()
+            for family in (socket.AF_INET, socket.AF_INET6):
+                self.sock.send(self._request(family, info))
+                self._read(SOCK_DIAG_BY_FAMILY, info, known, alive, new)
+            return alive
+        except BaseException:
+            self.sock.close()
+            self.sock = _netlink_socket()
+            raise
 
     def _read(
         self,
@@ -127,18 +135,17 @@ class SockDiag:
     ) -> None:
         """Read the answer to the request just sent: messages of type ``reply``."""
         body = _HDR.size
-        head = _HDR3.unpack_from
+        head = _HDR2.unpack_from
         c0, c1 = body + 44, body + 52  # idiag_cookie within a message
         while True:
             data = self.sock.recv(1 << 20)
             off, end = 0, len(data) - body
+            # one request at a time on this socket, so every message answers it
             while off <= end:
-                length, kind, seq = head(data, off)
+                length, kind = head(data, off)
                 if length < body:
                     raise OSError("sock_diag: a truncated reply")
-                if seq != self.seq:  # left from a dump that failed before its end
-                    pass
-                elif kind == reply:
+                if kind == reply:
                     cookie = data[off + c0 : off + c1]
                     acked = _bytes_acked(data, off, length) if info else -1
                     alive[cookie] = acked
@@ -156,6 +163,13 @@ class SockDiag:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _netlink_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
+    sock.bind((0, 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    return sock
 
 
 def _parse(data: bytes, pos: int, cookie: bytes, acked: int) -> TcpSocket:
@@ -219,7 +233,9 @@ def tcp_opens(path: str = "/proc/net/snmp") -> int | None:
 
 
 def tcp_segments(path: str = "/proc/net/snmp") -> int | None:
-    """TCP segments this network namespace has received and sent (``InSegs +
-    OutSegs``), or None where they cannot be read: a socket's bytes acked grow only
-    when a segment arrives, and a connection closes only with one in or out."""
-    return _tcp_mib(path, (b"InSegs", b"OutSegs"))
+    """TCP segments this network namespace has received, sent and sent again
+    (``InSegs + OutSegs + RetransSegs``; OutSegs leaves retransmissions out), or None
+    where they cannot be read: a socket's bytes acked grow only when a segment
+    arrives, and a connection closes with one in or out, or after retransmissions
+    that went unanswered."""
+    return _tcp_mib(path, (b"InSegs", b"OutSegs", b"RetransSegs"))

@@ -5,18 +5,20 @@ find can have changed: no connection opened in the namespace since the last dump
 kernel's count of active and passive opens, ``opens``, read before and after each dump:
 an open counted during one makes the next refresh dump again), none waiting for its
 owner, no job registered or joined since, and, for a refresh that reads bytes, no TCP
-segment received or sent in the namespace since the last one did (``segments``, read
-before it: bytes are acked, and connections close, only with a segment). A dump walks the
-kernel's whole table of established sockets, so a steady host skips it; connections
-that closed are seen at the next dump, and a socket the kernel counts before it is in
-its table (a passive open's child) may be too: a second at most, as bytes are read
-every second. Sockets seen before cost a dict lookup; a socket toward a cluster host
-that is new is matched to a job by its
-inode, scanning the job's processes (and their descendants) only then. Sockets that
-belong to no job are remembered as foreign until they close or a job registers, so a
-steady host costs one dump per refresh. A connection the kernel has established but no
-process has accept()ed yet has inode 0: it has no owner *yet*, so it is looked at again
-at every refresh until it has one (a late accept() is then classified, not lost).
+segment received, sent or sent again in the namespace since the last one did
+(``segments``, read before it: bytes are acked only with a segment, and connections
+close with one or after unanswered retransmissions). Every tenth refresh that reads
+bytes dumps whatever the counts say, for what they do not show (a connection aborted
+in SYN-SENT sends nothing; an ACK is counted just before its socket takes it; a
+passive open's child is counted before it is in the table): ten seconds at most. A
+dump walks the kernel's whole table of established sockets, so a steady host skips it.
+
+Sockets seen before cost a dict lookup; a socket toward a cluster host that is new is
+matched to a job by its inode, scanning the job's processes (and their descendants)
+only then. Sockets that belong to no job are remembered as foreign until they close or
+a job registers. A connection the kernel has established but no process has accept()ed
+yet has inode 0: it has no owner *yet*, so it is looked at again at every refresh until
+it has one (a late accept() is then classified, not lost).
 
 Per connection the tracker keeps the rule key the kernel matches packets by (the
 connection's addresses and ports) and, from dumps with ``tcp_info``, the bytes acked,
@@ -34,6 +36,7 @@ from grouper.agent.discovery import procs as P
 from grouper.agent.discovery.sockdiag import TcpSocket
 
 JobKey = tuple[str, str]
+QUIET_READS = 9  # refreshes with bytes skipped in a row at most (the 10th dumps)
 
 
 class Diag(Protocol):
@@ -83,6 +86,7 @@ class Tracker:
     waiting: bool = False  # the last dump saw a connection not accept()ed yet
     opened: int | None = None  # ``opens()`` at the last dump (None: dump next time)
     counted: int | None = None  # ``segments()`` before the last dump with bytes
+    unread: int = 0  # refreshes with bytes skipped since that dump
 
     def forget_foreign(self) -> None:
         """A job registered: sockets that belonged to nobody may now be its own."""
@@ -97,8 +101,11 @@ class Tracker:
         segments = self.segments() if info else None
         quiet = opened is not None and opened == self.opened
         if quiet and not (self.stale or self.waiting):
-            if not info or (segments is not None and segments == self.counted):
-                return set()  # nothing opened; with bytes: no segment in or out since
+            if not info:
+                return set()  # nothing opened
+            if segments is not None and segments == self.counted and self.unread < QUIET_READS:
+                self.unread += 1  # no segment in or out since bytes were read
+                return set()
         self.dumps += 1
         known: dict[bytes, Any] = self.conns | self.foreign if self.foreign else self.conns
         new: list[TcpSocket] = []
@@ -142,7 +149,7 @@ class Tracker:
         # only now that the dump was read: a refresh that failed leaves its reasons
         self.stale, self.waiting, self.opened = False, waiting, opened
         if info:
-            self.counted = segments
+            self.counted, self.unread = segments, 0
         return changed
 
     def set_cgroups(self, by_cgroup: dict[int, JobKey]) -> None:
