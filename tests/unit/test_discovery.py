@@ -4,6 +4,7 @@ the netlink parser against pyroute2's own on loopback sockets."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -11,6 +12,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -172,31 +174,36 @@ def test_bytes_are_read_again_only_after_a_segment_came_or_went():
     assert t.dumps == 7
 
 
-def test_the_segment_count_grows_with_data_sent_in_the_namespace():
-    before = tcp_segments()
-    assert before is not None
+@contextlib.contextmanager
+def loopback_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A TCP connection over loopback: (the connecting end, the accepted end)."""
     srv = socket.create_server(("127.0.0.1", 0))
     c = socket.create_connection(srv.getsockname())
     a, _ = srv.accept()
-    c.sendall(b"x")
-    assert a.recv(1) == b"x"
-    # on loopback each segment is counted out and in: the handshake's three and the
-    # data, at least (InSegs alone would give 4)
-    assert tcp_segments() >= before + 8
-    for x in (a, c, srv):
-        x.close()
+    try:
+        yield c, a
+    finally:
+        for x in (a, c, srv):
+            x.close()
+
+
+def test_the_segment_count_grows_with_data_sent_in_the_namespace():
+    before = tcp_segments()
+    assert before is not None
+    with loopback_pair() as (c, a):
+        c.sendall(b"x")
+        assert a.recv(1) == b"x"
+        # on loopback each segment is counted out and in: the handshake's three and
+        # the data, at least (InSegs alone would give 4)
+        assert tcp_segments() >= before + 8
     assert tcp_segments("/nonexistent") is None
 
 
 def test_the_open_count_grows_with_each_connection_of_the_namespace():
     before = tcp_opens()
     assert before is not None
-    srv = socket.create_server(("127.0.0.1", 0))
-    c = socket.create_connection(srv.getsockname())
-    a, _ = srv.accept()
-    assert tcp_opens() >= before + 2  # one active open, one passive (others may open too)
-    for x in (a, c, srv):
-        x.close()
+    with loopback_pair():
+        assert tcp_opens() >= before + 2  # one active open, one passive (others may too)
     assert tcp_opens("/nonexistent") is None
 
 
