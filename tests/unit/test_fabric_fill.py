@@ -1,0 +1,85 @@
+"""The rule's fixed point by progressive filling (``simulator/fabric_fill.py``) against
+its definition, the enumeration of ``simulator/fabric_rule.py``: the same rates on the
+pooled-queue bench's cases and on random instances of a big switch and of a leaf-spine
+path's four tiers (up to 8 flows, three queues per link)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from grouper.simulator.fabric_fill import fill_rates
+from grouper.simulator.fabric_rule import NotUnique, fabric_rates
+from tests.unit.test_allocator import crossing
+
+# a big switch: three NICs (depth 1), three receivers' ports (depth 2)
+BIG_SWITCH = (np.array([1, 1, 1, 2, 2, 2]), ((0, 3), (3, 6)))
+# a leaf-spine path's tiers: NICs 1, leaf uplinks 2, spine downlinks 3, ports 4
+FOUR_TIERS = (np.array([1, 1, 1, 2, 2, 3, 3, 4, 4, 4]), ((0, 3), (3, 5), (5, 7), (7, 10)))
+
+
+def both(paths: list, capacity: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    (pf, pl), pq = crossing(paths)
+    return fill_rates(pf, pl, pq, capacity, depth), fabric_rates(pf, pl, pq, capacity, depth)
+
+
+@pytest.mark.parametrize(
+    "paths, want",
+    [
+        ([[(0, 0), (3, 0)], [(0, 1), (3, 0)]], [1, 0]),  # ab: the NIC decides
+        ([[(0, 0), (3, 0)], [(0, 1), (3, 0)], [(1, 0), (3, 0)]], [1 / 3] * 3),  # abc
+        ([[(0, 0), (3, 0)], [(0, 1), (4, 0)], [(1, 0), (4, 0)], [(1, 1), (3, 0)]], [1, 0, 1, 0]),
+        ([[(0, 0), (3, 0)], [(0, 1), (3, 0)], [(0, 2), (4, 0)], [(1, 0), (4, 0)]], [1, 0, 0, 1]),
+        ([[(0, 0), (3, 0)], [(0, 0), (3, 0)], [(0, 1), (3, 0)]], [0.5, 0.5, 0]),  # tied
+    ],
+    ids=["ab", "abc", "cross", "three", "tied"],
+)
+def test_the_pooled_queue_cases(paths, want):
+    got, defined = both(paths, np.ones(6), BIG_SWITCH[0])
+    assert got == pytest.approx(want, abs=1e-9)
+    assert defined == pytest.approx(want, abs=1e-9)
+
+
+@st.composite
+def instance(draw: st.DrawFn, fabric: tuple) -> tuple[list, np.ndarray, np.ndarray]:
+    """Up to 8 flows, each through one link of every tier (a leaf-spine flow may stay
+    under its leaf: NIC and port only), a queue of three on each, capacities 1-3."""
+    depth, tiers = fabric
+    paths = []
+    for _ in range(draw(st.integers(1, 8))):
+        links = [draw(st.integers(lo, hi - 1)) for lo, hi in tiers]
+        if len(tiers) > 2 and draw(st.booleans()):
+            links = [links[0], links[-1]]
+        paths.append([(lk, draw(st.integers(0, 2))) for lk in links])
+    capacity = np.array(draw(st.lists(st.sampled_from([1.0, 2.0, 3.0]),
+                                      min_size=len(depth), max_size=len(depth))))  # fmt: skip
+    return paths, capacity, depth
+
+
+def _defined(paths: list, capacity: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    (pf, pl), pq = crossing(paths)
+    try:
+        return fabric_rates(pf, pl, pq, capacity, depth)
+    except (NotUnique, ValueError):  # no single answer, or too large to enumerate
+        assume(False)
+        raise
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(instance(BIG_SWITCH))
+def test_the_filling_gives_the_rules_rates_on_a_big_switch(case):
+    paths, capacity, depth = case
+    want = _defined(paths, capacity, depth)
+    (pf, pl), pq = crossing(paths)
+    assert fill_rates(pf, pl, pq, capacity, depth) == pytest.approx(want, abs=1e-9)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(instance(FOUR_TIERS))
+def test_the_filling_gives_the_rules_rates_on_four_tiers(case):
+    paths, capacity, depth = case
+    want = _defined(paths, capacity, depth)
+    (pf, pl), pq = crossing(paths)
+    assert fill_rates(pf, pl, pq, capacity, depth) == pytest.approx(want, abs=1e-9)
