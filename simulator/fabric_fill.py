@@ -17,8 +17,10 @@ The slopes of the owned candidates solve one linear equation per owning link. Wh
 that answer is wrong (it overfills a full link, lets a candidate outrun the ones its
 link owns, gives a link's candidates a slope above 1, or the equations disagree), it is
 mended where it is wrong: the link takes its candidates, or lets them go to their next
-link downstream (else free); where mending finds nothing, every assignment is tried in
-turn (``MAX_SEARCH`` at most, then ``NotUnique``). A piece
+link downstream (else free), a link that let go and then overfills keeps them; where
+mending finds nothing, the sets of links it touched are tried as the ones that let go,
+fewest first, then each candidate's owner on its own (``MAX_SEARCH`` of each at most,
+then ``NotUnique``). A piece
 ends when a link fills, a rate falls to 0, or a flow catches up with the candidates of
 its queue. The end is a fixed point of the perturbed model; the bottleneck each flow
 ended at then gives the exact rates (``fabric_rule``'s linear system, ``eps -> 0``),
@@ -29,7 +31,7 @@ the answer.
 
 from __future__ import annotations
 
-from itertools import product
+from itertools import combinations, islice, product
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -144,6 +146,8 @@ def _slopes(x: _Instance, r: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, 
     held = held_at >= 0
     owner = np.array([c[0] if c and not held[f] else FREE for f, c in enumerate(cands)])
     released = np.zeros(x.nl, dtype=bool)
+    pinned = np.zeros(x.nl, dtype=bool)  # let go once, then overfilled: keeps its own
+    touched: list[int] = []  # the links mending changed
 
     def release(own: np.ndarray, lk: int, also: list[int]) -> np.ndarray:
         own = own.copy()
@@ -158,7 +162,8 @@ def _slopes(x: _Instance, r: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, 
         if got is None:  # the owning links' equations disagree: one of them lets go,
             # one after which nothing is wrong if there is one
             solvable = []
-            for lk in sorted(set(owner[owner >= 0].tolist()), key=lambda k: x.depth[k]):
+            owning = set(owner[owner >= 0].tolist()) - set(np.flatnonzero(pinned).tolist())
+            for lk in sorted(owning, key=lambda k: x.depth[k]):
                 trial = release(owner, lk, [])
                 tried = _slopes_of(x, trial, held)
                 if tried is not None:
@@ -166,6 +171,7 @@ def _slopes(x: _Instance, r: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, 
             if not solvable:
                 break
             lk = min(solvable)[1]
+            touched.append(lk)
             owner = release(owner, lk, [])
             released[lk] = True
             continue
@@ -173,23 +179,38 @@ def _slopes(x: _Instance, r: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, 
         if bad is None:
             return got[0], owner
         what, lk = bad
+        touched.append(lk)
         mine = [f for f in range(x.n) if lk in cands[f] and not held[f]]
-        if what == FAST or released[lk]:
+        if what == FAST:
             released[lk] = True
-            owner = release(owner, lk, [] if what == FAST else mine)
-        else:
-            owner[mine] = lk
-    return _search(x, r, full, cands, held)
-
-
-def _search(x: _Instance, r: np.ndarray, full: np.ndarray, cands: list[list[int]],
-            held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Every assignment in turn (upstream first, each candidate also free), the first
-    with nothing wrong: where mending did not find one (at most ``MAX_SEARCH``)."""
-    choices = [c + [FREE] if c and not held[f] else [FREE] for f, c in enumerate(cands)]
-    for k, pick in enumerate(product(*choices)):
-        if k >= MAX_SEARCH:
+            owner = release(owner, lk, [])
+        elif released[lk] and pinned[lk]:
             break
+        else:  # a link let go that must not: it takes its candidates, another lets go
+            released[lk], pinned[lk] = False, released[lk]
+            owner[mine] = lk
+    return _search(x, full, cands, held, touched)
+
+
+def _search(x: _Instance, full: np.ndarray, cands: list[list[int]], held: np.ndarray,
+            touched: list[int]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Where mending did not settle: which of the links it touched let go, fewest first
+    (every other link with candidates owns them, each candidate by its most upstream
+    owning link), then each candidate's owner (or none) on its own, upstream first;
+    ``MAX_SEARCH`` of each at most. The first with nothing wrong."""
+    links = sorted(set(touched), key=lambda k: x.depth[k])
+    sets = (gone for size in range(len(links) + 1) for gone in combinations(links, size))
+    for gone in islice(sets, MAX_SEARCH):
+        owner = np.array(
+            [next((k for k in c if k not in gone), FREE) if not held[f] else FREE
+             for f, c in enumerate(cands)],
+            dtype=np.int64,
+        )  # fmt: skip
+        got = _slopes_of(x, owner, held)
+        if got is not None and _violation(x, *got, full, cands, owner) is None:
+            return got[0], owner
+    choices = [c + [FREE] if c and not held[f] else [FREE] for f, c in enumerate(cands)]
+    for pick in islice(product(*choices), MAX_SEARCH):  # each candidate on its own
         owner = np.array(pick, dtype=np.int64)
         got = _slopes_of(x, owner, held)
         if got is not None and _violation(x, *got, full, cands, owner) is None:
