@@ -20,13 +20,12 @@ mended where it is wrong: the link takes its candidates, or lets them go to thei
 link downstream (else free), a link that let go and then overfills keeps them; where
 mending finds nothing, the sets of links it touched are tried as the ones that let go,
 fewest first, then each candidate's owner on its own (``MAX_SEARCH`` of each at most,
-then ``NotUnique``). A piece
-ends when a link fills, a rate falls to 0, or a flow catches up with the candidates of
-its queue. The end is a fixed point of the perturbed model; the bottleneck each flow
-ended at then gives the exact rates (``fabric_rule``'s linear system, ``eps -> 0``),
-checked to be the rule's fixed point. Where the rule's fixed point is unique, a path
-that ends at a fixed point ends at it, so the choices made on the way do not change
-the answer.
+then ``NotUnique``). A piece ends when a link fills, a rate falls to 0, or a flow
+catches up with the candidates of its queue. The end is a fixed point of the perturbed
+model; the bottleneck each flow ended at then gives the exact rates (``fabric_rule``'s
+linear system, ``eps -> 0``), checked to be the rule's fixed point. Where the rule's
+fixed point is unique, a path that ends at a fixed point ends at it, so the choices
+made on the way do not change the answer.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from itertools import combinations, islice, product
 import numpy as np
 from numpy.typing import ArrayLike
 
-from grouper.simulator.fabric_rule import NotUnique, _is_fixed_point, _solve
+from grouper.simulator.fabric_rule import NotUnique, System
 
 DELTA = 1e-7  # the capacities' perturbation per hop of depth
 MAX_PIECES = 10_000
@@ -60,11 +59,15 @@ class _Instance:
         self.on = [np.flatnonzero(self.pl == lk) for lk in range(self.nl)]  # crossings per link
 
 
-def _roles(x: _Instance, r: np.ndarray, full: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
-    """Each flow's full links where it is a candidate (upstream first), and for each
-    flow held at 0 below a full link's binding queue that link (-1 for the others)."""
+def _roles(
+    x: _Instance, r: np.ndarray, full: np.ndarray
+) -> tuple[list[list[int]], np.ndarray, dict[int, tuple[int, float]]]:
+    """Each flow's full links where it is a candidate (upstream first); for each flow
+    held at 0 below a full link's binding queue that link (-1 for the others); each
+    full link's binding queue and the largest rate in it."""
     cands: list[list[int]] = [[] for _ in range(x.n)]
     held = np.full(x.n, -1, dtype=np.int64)
+    binding: dict[int, tuple[int, float]] = {}
     for lk in np.flatnonzero(full):
         cs = x.on[lk]
         flows, queues = x.pf[cs], x.pq[cs]
@@ -75,11 +78,12 @@ def _roles(x: _Instance, r: np.ndarray, full: np.ndarray) -> tuple[list[list[int
         held[flows[queues > b]] = lk
         inq = flows[queues == b]
         top = r[inq].max()
+        binding[int(lk)] = (int(b), float(top))
         for f in inq[r[inq] >= top - x.tol]:
             cands[f].append(int(lk))
     for f in range(x.n):
         cands[f].sort(key=lambda lk: x.depth[lk])
-    return cands, held
+    return cands, held, binding
 
 
 def _slopes_of(
@@ -136,13 +140,14 @@ OVER, FAST, OUTRUN = 0, 1, 2
 MAX_REPAIRS = 64
 
 
-def _slopes(x: _Instance, r: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _slopes(
+    x: _Instance, full: np.ndarray, cands: list[list[int]], held_at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The piece's slopes, and each flow's owner (a link or FREE). From the assignment
     upstream first, each wrong thing is mended where it is: a full link the slopes
     overfill, or one a candidate of which outruns its owned ones, takes its candidates;
     a link whose candidates would outrun free flows lets them go (to their next link
     downstream, else free)."""
-    cands, held_at = _roles(x, r, full)
     held = held_at >= 0
     owner = np.array([c[0] if c and not held[f] else FREE for f, c in enumerate(cands)])
     released = np.zeros(x.nl, dtype=bool)
@@ -219,39 +224,24 @@ def _search(x: _Instance, full: np.ndarray, cands: list[list[int]], held: np.nda
 
 
 def _step(x: _Instance, r: np.ndarray, s: np.ndarray, load: np.ndarray, full: np.ndarray,
-          cands_top: dict[int, float]) -> float:  # fmt: skip
-    """How far the rates move along ``s`` before the next event."""
+          binding: dict[int, tuple[int, float]]) -> float:  # fmt: skip
+    """How far the rates move along ``s`` before the next event: a link fills, a rate
+    falls to 0, or a flow of a binding queue catches up with its candidates."""
     dt = np.inf
     for lk in range(x.nl):
-        cs = x.on[lk]
-        rise = s[x.pf[cs]].sum()
+        rise = s[x.pf[x.on[lk]]].sum()
         if not full[lk] and rise > 1e-12:
             dt = min(dt, max(x.cap[lk] - load[lk], 0.0) / rise)
     down = s < -1e-12
     if down.any():
         dt = min(dt, float((r[down] / -s[down]).min()))
-    for lk, (top, slope, queue) in cands_top.items():
+    for lk, (queue, top) in binding.items():
         cs = x.on[lk]
-        for c in cs[x.pq[cs] == queue]:
-            f = x.pf[c]
-            if r[f] < top - x.tol and s[f] > slope + 1e-12:
-                dt = min(dt, (top - r[f]) / (s[f] - slope))
+        inq = x.pf[cs[x.pq[cs] == queue]]
+        slope = s[inq[r[inq] >= top - x.tol]].max()
+        for f in inq[(r[inq] < top - x.tol) & (s[inq] > slope + 1e-12)]:
+            dt = min(dt, (top - r[f]) / (s[f] - slope))
     return dt
-
-
-def _tops(x: _Instance, r: np.ndarray, s: np.ndarray, full: np.ndarray) -> dict:
-    """Each full link's binding queue: the largest rate there and its candidates' slope."""
-    out = {}
-    for lk in np.flatnonzero(full):
-        cs = x.on[lk]
-        flows, queues = x.pf[cs], x.pq[cs]
-        moving = r[flows] > x.tol
-        if moving.any():
-            b = queues[moving].max()
-            inq = flows[queues == b]
-            top = r[inq].max()
-            out[int(lk)] = (top, s[inq[r[inq] >= top - x.tol]].max(), b)
-    return out
 
 
 def fill_rates(
@@ -264,10 +254,11 @@ def fill_rates(
     for _ in range(MAX_PIECES):
         load = np.bincount(x.pl, weights=r[x.pf], minlength=x.nl)
         full = load >= x.cap - x.tol
-        s, owner = _slopes(x, r, full)
+        cands, held_at, binding = _roles(x, r, full)
+        s, owner = _slopes(x, full, cands, held_at)
         if np.abs(s).max(initial=0.0) <= 1e-12:
             break
-        dt = _step(x, r, s, load, full, _tops(x, r, s, full))
+        dt = _step(x, r, s, load, full, binding)
         if not np.isfinite(dt):
             raise NotUnique("a flow crosses no link that can fill")
         r = np.maximum(r + dt * s, 0.0)
@@ -283,13 +274,9 @@ def _exact(x: _Instance, r: np.ndarray, owner: np.ndarray) -> np.ndarray:
     full, its rate the largest of its queue): its owner (or the link holding it at 0)
     is tried first, the others where that system is singular."""
     load = np.bincount(x.pl, weights=r[x.pf], minlength=x.nl)
-    cands, held = _roles(x, r, load >= x.cap - x.tol)
-    prefix = np.zeros((len(x.pf), x.n))
-    mates = np.zeros((len(x.pf), x.n), dtype=bool)
-    for c in range(len(x.pf)):
-        prefix[c, x.pf[(x.pl == x.pl[c]) & (x.pq <= x.pq[c])]] = 1.0
-        mates[c, x.pf[(x.pl == x.pl[c]) & (x.pq == x.pq[c])]] = True
-    used = prefix @ r
+    _, held, _ = _roles(x, r, load >= x.cap - x.tol)
+    system = System.of(x.pf, x.pl, x.pq, x.cap0, x.depth, x.n)
+    used = system.prefix @ r
     slack = 1e-3 * DELTA * max(float(x.cap0.max(initial=1.0)), 1.0)
     options = []
     for f in range(x.n):
@@ -297,19 +284,14 @@ def _exact(x: _Instance, r: np.ndarray, owner: np.ndarray) -> np.ndarray:
         tight = [
             int(c)
             for c in np.flatnonzero(x.pf == f)
-            if used[c] >= x.cap[x.pl[c]] - slack and r[f] >= r[mates[c]].max() - slack
+            if used[c] >= x.cap[x.pl[c]] - slack and r[f] >= r[system.mates[c]].max() - slack
         ]
         tight.sort(key=lambda c: (x.pl[c] != first, x.depth[x.pl[c]]))
         if not tight:
             raise NotUnique(f"flow {f} ended with no bottleneck")
         options.append(tight)
-    bound = np.stack([x.cap0[x.pl], x.cap0[x.pl] * x.depth[x.pl]])
-    tol = 1e-9 * max(float(x.cap0.max(initial=1.0)), 1.0) * max(float(x.depth.max()), 1.0)
-    for k, pick in enumerate(product(*options)):
-        if k >= MAX_SEARCH:
-            break
-        choice = np.array(pick, dtype=np.int64)
-        got = _solve(choice, x.pf, x.pl, x.pq, prefix, bound)
-        if got is not None and _is_fixed_point(got, choice, prefix, mates, bound, tol):
-            return np.maximum(got[0], 0.0)
+    for pick in islice(product(*options), MAX_SEARCH):
+        got = system.rates(np.array(pick, dtype=np.int64))
+        if got is not None:
+            return np.maximum(got, 0.0)
     raise NotUnique("the filling did not end at a fixed point of the rule")

@@ -31,6 +31,7 @@ engines is checked against, not an engine.
 from __future__ import annotations
 
 from itertools import product
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,24 +64,49 @@ def fabric_rates(
         raise ValueError("every flow 0..max(pf) needs at least one link crossing")
     if np.prod([float(len(p)) for p in paths]) > MAX_CHOICES:
         raise ValueError(f"more than {MAX_CHOICES} bottleneck choices: too large to enumerate")
-    # prefix[c]: the flows in crossing c's queue or above it on its link; mates[c]:
-    # the flows in that queue
-    prefix = np.zeros((len(pf), n))
-    mates = np.zeros((len(pf), n), dtype=bool)
-    for c in range(len(pf)):
-        prefix[c, pf[(pl == pl[c]) & (pq <= pq[c])]] = 1.0
-        mates[c, pf[(pl == pl[c]) & (pq == pq[c])]] = True
-    bound = np.stack([cap[pl], cap[pl] * dep[pl]])  # each crossing's prefix limit, v and w
-    tol = 1e-9 * max(float(cap.max(initial=1.0)), 1.0) * max(float(dep.max(initial=1.0)), 1.0)
+    system = System.of(pf, pl, pq, cap, dep, n)
     found: list[np.ndarray] = []
     for choice in product(*paths):
-        r = _solve(np.array(choice), pf, pl, pq, prefix, bound)
-        if r is not None and _is_fixed_point(r, np.array(choice), prefix, mates, bound, tol):
-            if not any(np.allclose(r[0], g, atol=tol * 1e3) for g in found):
-                found.append(r[0])
+        r = system.rates(np.array(choice))
+        if r is not None and not any(np.allclose(r, g, atol=system.tol * 1e3) for g in found):
+            found.append(r)
     if len(found) != 1:
         raise NotUnique(f"{len(found)} fixed points of the perturbed model, not one")
     return np.maximum(found[0], 0.0)
+
+
+class System(NamedTuple):
+    """An instance's crossings as the linear system of a choice of bottlenecks."""
+
+    pf: np.ndarray
+    pl: np.ndarray
+    pq: np.ndarray
+    prefix: np.ndarray  # [c]: the flows in crossing c's queue or above it on its link
+    mates: np.ndarray  # [c]: the flows in that queue
+    bound: np.ndarray  # each crossing's prefix limit, v and w (rows)
+    tol: float
+
+    @staticmethod
+    def of(
+        pf: np.ndarray, pl: np.ndarray, pq: np.ndarray, cap: np.ndarray, dep: np.ndarray, n: int
+    ) -> System:
+        prefix = np.zeros((len(pf), n))
+        mates = np.zeros((len(pf), n), dtype=bool)
+        for c in range(len(pf)):
+            prefix[c, pf[(pl == pl[c]) & (pq <= pq[c])]] = 1.0
+            mates[c, pf[(pl == pl[c]) & (pq == pq[c])]] = True
+        bound = np.stack([cap[pl], cap[pl] * dep[pl]])
+        tol = 1e-9 * max(float(cap.max(initial=1.0)), 1.0) * max(float(dep.max(initial=1.0)), 1.0)
+        return System(pf, pl, pq, prefix, mates, bound, tol)
+
+    def rates(self, choice: np.ndarray) -> np.ndarray | None:
+        """The rates (``v``) where each flow's bottleneck is crossing ``choice[f]``, or
+        None where that system is singular or its answer not a fixed point."""
+        r = _solve(choice, self.pf, self.pl, self.pq, self.prefix, self.bound)
+        ok = r is not None and _is_fixed_point(
+            r, choice, self.prefix, self.mates, self.bound, self.tol
+        )
+        return r[0] if ok else None
 
 
 def _solve(
