@@ -8,39 +8,33 @@ every piece each flow has a slope:
 * a link is *full* when its flows use its capacity; its *binding queue* is its lowest
   queue with a flow moving data, its *candidates* the flows of that queue with the
   largest rate; flows in queues below the binding one have rate 0 and stay there;
-* a candidate is *owned* by its most upstream full link where it is one; the
-  candidates a link owns share one slope, the one that keeps the link full (its flows'
-  slopes add up to 0): the flows above them on that link take what they need first;
+* each candidate has a bottleneck: one of its full links, whose slopes add up to 0 (it
+  stays full; the flows above it on that link take what they need first) and where no
+  candidate rises faster, or none (it rises at 1), the upstream link first where
+  several would do (``simulator.fabric_slopes``);
 * every other flow rises at slope 1.
 
-The slopes of the owned candidates solve one linear equation per owning link. Where
-that answer is wrong (it overfills a full link, lets a candidate outrun the ones its
-link owns, gives a link's candidates a slope above 1, or the equations disagree), it is
-mended where it is wrong: the link takes its candidates, or lets them go to their next
-link downstream (else free), a link that let go and then overfills keeps them; where
-mending finds nothing, the sets of links it touched are tried as the ones that let go,
-fewest first, then each candidate's owner on its own (``MAX_SEARCH`` of each at most,
-then ``NotUnique``). A piece ends when a link fills, a rate falls to 0, or a flow
-catches up with the candidates of its queue. The end is a fixed point of the perturbed
-model; the bottleneck each flow ended at then gives the exact rates (``fabric_rule``'s
-linear system, ``eps -> 0``), checked to be the rule's fixed point. Where the rule's
-fixed point is unique, a path that ends at a fixed point ends at it, so the choices
-made on the way do not change the answer.
+A piece ends when a link fills, a rate falls to 0, or a flow catches up with the
+candidates of its queue. The end is a fixed point of the perturbed model; the bottleneck
+each flow ended at then gives the exact rates (``fabric_rule``'s linear system,
+``eps -> 0``), checked to be the rule's fixed point. Where the rule's fixed point is unique, a
+path that ends at a fixed point ends at it, so the choices made on the way do not change
+the answer.
 """
 
 from __future__ import annotations
 
-from itertools import combinations, islice, product
+from itertools import islice, product
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from grouper.simulator.fabric_rule import NotUnique, System
+from grouper.simulator.fabric_slopes import FREE, Piece, slopes
 
 DELTA = 1e-7  # the capacities' perturbation per hop of depth
 MAX_PIECES = 10_000
-MAX_SEARCH = 4_096  # assignments tried at most in one search
-FREE = -1
+MAX_SEARCH = 4_096  # bottleneck choices tried at most at the end
 
 
 class _Instance:
@@ -86,143 +80,6 @@ def _roles(
     return cands, held, binding
 
 
-def _slopes_of(
-    x: _Instance, owner: np.ndarray, held: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """Slopes for one assignment of owners (a link, or FREE): the owned candidates of
-    each owning link share the slope that keeps it full. None where that has no
-    solution. Also each owning link's slope (NaN elsewhere)."""
-    owners = np.unique(owner[owner >= 0])
-    col = {int(lk): i for i, lk in enumerate(owners)}
-    a = np.zeros((len(owners), len(owners)))
-    b = np.zeros(len(owners))
-    for i, lk in enumerate(owners):
-        for c in x.on[lk]:
-            f = x.pf[c]
-            if held[f]:
-                continue
-            if owner[f] >= 0:
-                a[i, col[int(owner[f])]] += 1.0
-            else:
-                b[i] -= 1.0
-    sigma = np.full(x.nl, np.nan)
-    if len(owners):
-        sol, *_ = np.linalg.lstsq(a, b, rcond=None)
-        if np.abs(a @ sol - b).max() > 1e-9:
-            return None
-        sigma[owners] = sol
-    s = np.where(held, 0.0, 1.0)
-    for f in range(x.n):
-        if not held[f] and owner[f] >= 0:
-            s[f] = sigma[owner[f]]
-    return s, sigma
-
-
-def _violation(x: _Instance, s: np.ndarray, sigma: np.ndarray, full: np.ndarray,
-               cands: list[list[int]], owner: np.ndarray) -> tuple[int, int] | None:  # fmt: skip
-    """The first thing these slopes get wrong, as (what, link): ``OVER`` a full link
-    they overfill, ``FAST`` an owning link whose candidates would outrun free flows,
-    ``OUTRUN`` a link one of whose candidates outruns the ones it owns; None if none."""
-    eps = 1e-9
-    for lk in np.flatnonzero(full):
-        if s[x.pf[x.on[lk]]].sum() > eps:
-            return OVER, int(lk)
-    for lk in np.flatnonzero(sigma > 1.0 + eps):
-        return FAST, int(lk)
-    for f in range(x.n):
-        for lk in cands[f]:
-            if not np.isnan(sigma[lk]) and s[f] > sigma[lk] + eps and owner[f] != lk:
-                return OUTRUN, int(lk)
-    return None
-
-
-OVER, FAST, OUTRUN = 0, 1, 2
-MAX_REPAIRS = 64
-
-
-def _slopes(
-    x: _Instance, full: np.ndarray, cands: list[list[int]], held_at: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The piece's slopes, and each flow's owner (a link or FREE). From the assignment
-    upstream first, each wrong thing is mended where it is: a full link the slopes
-    overfill, or one a candidate of which outruns its owned ones, takes its candidates;
-    a link whose candidates would outrun free flows lets them go (to their next link
-    downstream, else free)."""
-    held = held_at >= 0
-    owner = np.array([c[0] if c and not held[f] else FREE for f, c in enumerate(cands)])
-    released = np.zeros(x.nl, dtype=bool)
-    pinned = np.zeros(x.nl, dtype=bool)  # let go once, then overfilled: keeps its own
-    touched: list[int] = []  # the links mending changed
-
-    def release(own: np.ndarray, lk: int, also: list[int]) -> np.ndarray:
-        own = own.copy()
-        for f in range(x.n):
-            if own[f] == lk or f in also:
-                rest = [k for k in cands[f] if not released[k] and k != lk]
-                own[f] = rest[0] if rest else FREE
-        return own
-
-    for _ in range(MAX_REPAIRS):
-        got = _slopes_of(x, owner, held)
-        if got is None:  # the owning links' equations disagree: one of them lets go,
-            # one after which nothing is wrong if there is one
-            solvable = []
-            owning = set(owner[owner >= 0].tolist()) - set(np.flatnonzero(pinned).tolist())
-            for lk in sorted(owning, key=lambda k: x.depth[k]):
-                trial = release(owner, lk, [])
-                tried = _slopes_of(x, trial, held)
-                if tried is not None:
-                    solvable.append((_violation(x, *tried, full, cands, trial) is not None, lk))
-            if not solvable:
-                break
-            lk = min(solvable)[1]
-            touched.append(lk)
-            owner = release(owner, lk, [])
-            released[lk] = True
-            continue
-        bad = _violation(x, *got, full, cands, owner)
-        if bad is None:
-            return got[0], owner
-        what, lk = bad
-        touched.append(lk)
-        mine = [f for f in range(x.n) if lk in cands[f] and not held[f]]
-        if what == FAST:
-            released[lk] = True
-            owner = release(owner, lk, [])
-        elif released[lk] and pinned[lk]:
-            break
-        else:  # a link let go that must not: it takes its candidates, another lets go
-            released[lk], pinned[lk] = False, released[lk]
-            owner[mine] = lk
-    return _search(x, full, cands, held, touched)
-
-
-def _search(x: _Instance, full: np.ndarray, cands: list[list[int]], held: np.ndarray,
-            touched: list[int]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Where mending did not settle: which of the links it touched let go, fewest first
-    (every other link with candidates owns them, each candidate by its most upstream
-    owning link), then each candidate's owner (or none) on its own, upstream first;
-    ``MAX_SEARCH`` of each at most. The first with nothing wrong."""
-    links = sorted(set(touched), key=lambda k: x.depth[k])
-    sets = (gone for size in range(len(links) + 1) for gone in combinations(links, size))
-    for gone in islice(sets, MAX_SEARCH):
-        owner = np.array(
-            [next((k for k in c if k not in gone), FREE) if not held[f] else FREE
-             for f, c in enumerate(cands)],
-            dtype=np.int64,
-        )  # fmt: skip
-        got = _slopes_of(x, owner, held)
-        if got is not None and _violation(x, *got, full, cands, owner) is None:
-            return got[0], owner
-    choices = [c + [FREE] if c and not held[f] else [FREE] for f, c in enumerate(cands)]
-    for pick in islice(product(*choices), MAX_SEARCH):  # each candidate on its own
-        owner = np.array(pick, dtype=np.int64)
-        got = _slopes_of(x, owner, held)
-        if got is not None and _violation(x, *got, full, cands, owner) is None:
-            return got[0], owner
-    raise NotUnique("no slopes keep every full link within its capacity")
-
-
 def _step(x: _Instance, r: np.ndarray, s: np.ndarray, load: np.ndarray, full: np.ndarray,
           binding: dict[int, tuple[int, float]]) -> float:  # fmt: skip
     """How far the rates move along ``s`` before the next event: a link fills, a rate
@@ -255,7 +112,7 @@ def fill_rates(
         load = np.bincount(x.pl, weights=r[x.pf], minlength=x.nl)
         full = load >= x.cap - x.tol
         cands, held_at, binding = _roles(x, r, full)
-        s, owner = _slopes(x, full, cands, held_at)
+        s, owner = slopes(Piece(x.pf, x.on, x.depth, full, cands, held_at >= 0))
         if np.abs(s).max(initial=0.0) <= 1e-12:
             break
         dt = _step(x, r, s, load, full, binding)

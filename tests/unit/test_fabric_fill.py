@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from grouper.simulator.allocator import allocate_settled
 from grouper.simulator.fabric_fill import fill_rates
 from grouper.simulator.fabric_rule import NotUnique, fabric_rates
 from tests.unit.test_allocator import crossing
@@ -78,3 +79,34 @@ def test_the_filling_gives_the_rules_rates_on_a_big_switch(case):
 @given(instance(FOUR_TIERS))
 def test_the_filling_gives_the_rules_rates_on_four_tiers(case):
     equals_the_enumeration(*case)
+
+
+def leaf_spine_flows(seed: int, flows: int) -> tuple:
+    """``flows`` random flows on 20 hosts under 6 uplinks and 6 downlinks of a leaf-spine
+    (half of them through the spine, half NIC to port), 2-7 queues, capacities 1-3."""
+    rng = np.random.default_rng(seed)
+    sizes = [20, 6, 6, 20]
+    base = np.cumsum([0, *sizes])
+    depth = np.concatenate([np.full(size, tier + 1.0) for tier, size in enumerate(sizes)])
+    queues = int(rng.integers(2, 8))
+    paths = []
+    for _ in range(flows):
+        links = [int(base[t] + rng.integers(size)) for t, size in enumerate(sizes)]
+        if rng.random() < 0.5:
+            links = [links[0], links[3]]
+        paths.append([(lk, int(rng.integers(queues))) for lk in links])
+    return paths, rng.choice([1.0, 2.0, 3.0], int(base[-1])), depth
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_on_160_flows_the_filling_ends_at_a_fixed_point_of_the_model(seed):
+    """Instances the enumeration cannot reach, where the upstream owners alone give wrong
+    slopes on some piece (so the bottleneck program decides there): the answer is a
+    fixed point of the per-link model, checked by the engines' own rounds, which
+    started from it settle at once on it."""
+    paths, capacity, depth = leaf_spine_flows(seed, 160)
+    (pf, pl), pq = crossing(paths)
+    got = fill_rates(pf, pl, pq, capacity, depth)
+    again = allocate_settled((pf, pl), capacity, np.array(pq), per_crossing=True, start=got)
+    assert again.settled
+    assert again.rates == pytest.approx(got, abs=1e-9)
