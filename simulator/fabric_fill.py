@@ -56,7 +56,8 @@ class _Instance:
 def _roles(
     x: _Instance, r: np.ndarray, full: np.ndarray
 ) -> tuple[list[list[int]], np.ndarray, dict[int, tuple[int, float]]]:
-    """Each flow's full links where it is a candidate (upstream first); for each flow
+    """Each flow's full links where it is a candidate, the largest rate of the binding
+    queue or in a queue below it at 0 (upstream first); for each flow
     held at 0 below a full link's binding queue that link (-1 for the others); each
     full link's binding queue and the largest rate in it."""
     cands: list[list[int]] = [[] for _ in range(x.n)]
@@ -70,6 +71,8 @@ def _roles(
             continue
         b = queues[moving].max()
         held[flows[queues > b]] = lk
+        for f in flows[queues > b]:  # at 0, a candidate of its queue there
+            cands[f].append(int(lk))
         inq = flows[queues == b]
         top = r[inq].max()
         binding[int(lk)] = (int(b), float(top))
@@ -112,7 +115,8 @@ def fill_rates(
         load = np.bincount(x.pl, weights=r[x.pf], minlength=x.nl)
         full = load >= x.cap - x.tol
         cands, held_at, binding = _roles(x, r, full)
-        s, owner = slopes(Piece(x.pf, x.on, x.depth, full, cands, held_at >= 0))
+        piece = Piece(x.pf, x.pq, x.on, x.depth, binding, cands, held_at >= 0)
+        s, owner = slopes(piece)
         if np.abs(s).max(initial=0.0) <= 1e-12:
             break
         dt = _step(x, r, s, load, full, binding)

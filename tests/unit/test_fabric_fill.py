@@ -98,13 +98,13 @@ def leaf_spine_flows(seed: int, flows: int) -> tuple:
     return paths, rng.choice([1.0, 2.0, 3.0], int(base[-1])), depth
 
 
-@pytest.mark.parametrize("seed", [0, 2])
-def test_on_160_flows_the_filling_ends_at_a_fixed_point_of_the_model(seed):
+@pytest.mark.parametrize("seed", range(8))
+def test_on_60_flows_the_filling_ends_at_a_fixed_point_of_the_model(seed):
     """Instances the enumeration cannot reach, where the upstream owners alone give wrong
-    slopes on some piece (so the bottleneck program decides there): the answer is a
-    fixed point of the per-link model, checked by the engines' own rounds, which
-    started from it settle at once on it."""
-    paths, capacity, depth = leaf_spine_flows(seed, 160)
+    slopes on some pieces (the bottleneck program decides there, 4 to 19 times): the
+    answer is a fixed point of the per-link model, checked by the engines' own rounds,
+    which started from it settle at once on it."""
+    paths, capacity, depth = leaf_spine_flows(seed, 60)
     (pf, pl), pq = crossing(paths)
     got = fill_rates(pf, pl, pq, capacity, depth)
     again = allocate_settled((pf, pl), capacity, np.array(pq), per_crossing=True, start=got)
