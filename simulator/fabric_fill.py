@@ -7,19 +7,20 @@ every piece each flow has a slope:
 
 * a link is *full* when its flows use its capacity; its *binding queue* is its lowest
   queue with a flow moving data, its *candidates* the flows of that queue with the
-  largest rate; flows in queues below the binding one have rate 0 and stay there;
-* each candidate has a bottleneck: one of its full links, whose slopes add up to 0 (it
-  stays full; the flows above it on that link take what they need first) and where no
-  candidate rises faster, or none (it rises at 1), the upstream link first where
-  several would do (``simulator.fabric_slopes``);
+  largest rate and the flows of the queues below it, all at rate 0 (*held*);
+* each candidate has a bottleneck: a full link where the slopes of its queue and the
+  queues above add up to 0 (that prefix stays full: the flows above take what they need
+  first) and no candidate of its queue rises faster, or none (it rises at 1), the
+  upstream link first where several would do (``simulator.fabric_slopes``); a held
+  flow's slope is at least 0;
 * every other flow rises at slope 1.
 
 A piece ends when a link fills, a rate falls to 0, or a flow catches up with the
 candidates of its queue. The end is a fixed point of the perturbed model; the bottleneck
 each flow ended at then gives the exact rates (``fabric_rule``'s linear system,
-``eps -> 0``), checked to be the rule's fixed point. Where the rule's fixed point is unique, a
-path that ends at a fixed point ends at it, so the choices made on the way do not change
-the answer.
+``eps -> 0``), checked to be the rule's fixed point. Where the rule's fixed point is
+unique, a path that ends at a fixed point ends at it, so the choices made on the way do
+not change the answer.
 """
 
 from __future__ import annotations
