@@ -64,17 +64,17 @@ def slopes(piece: Piece) -> tuple[np.ndarray, np.ndarray]:
     owner = np.full(piece.n, FREE, dtype=np.int64)
     for f in piece.var:
         owner[f] = piece.cands[f][0]
-    got = exact(piece, owner)
+    got = _exact(piece, owner)
     if got is not None:
         return got, owner
     owner, guess = _by_program(piece)
-    got = exact(piece, owner, guess)
+    got = _exact(piece, owner, guess)
     if got is None:
         raise NotUnique("the bottlenecks the program chose give no exact slopes")
     return got, owner
 
 
-def exact(
+def _exact(
     piece: Piece, owner: np.ndarray, guess: dict[tuple[int, int], float] | None = None
 ) -> np.ndarray | None:
     """The slopes where the candidates a (link, queue) owns share the slope that keeps
