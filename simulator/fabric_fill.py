@@ -58,11 +58,11 @@ def _roles(
     x: _Instance, r: np.ndarray, full: np.ndarray
 ) -> tuple[list[list[int]], np.ndarray, dict[int, tuple[int, float]]]:
     """Each flow's full links where it is a candidate, the largest rate of the binding
-    queue or in a queue below it at 0 (upstream first); for each flow
-    held at 0 below a full link's binding queue that link (-1 for the others); each
-    full link's binding queue and the largest rate in it."""
+    queue or in a queue below it at 0 (upstream first); which flows are held at 0 below
+    a full link's binding queue; each full link's binding queue and the largest rate in
+    it."""
     cands: list[list[int]] = [[] for _ in range(x.n)]
-    held = np.full(x.n, -1, dtype=np.int64)
+    held = np.zeros(x.n, dtype=bool)
     binding: dict[int, tuple[int, float]] = {}
     for lk in np.flatnonzero(full):
         cs = x.on[lk]
@@ -71,7 +71,7 @@ def _roles(
         if not moving.any():
             continue
         b = queues[moving].max()
-        held[flows[queues > b]] = lk
+        held[flows[queues > b]] = True
         for f in flows[queues > b]:  # at 0, a candidate of its queue there
             cands[f].append(int(lk))
         inq = flows[queues == b]
@@ -115,8 +115,8 @@ def fill_rates(
     for _ in range(MAX_PIECES):
         load = np.bincount(x.pl, weights=r[x.pf], minlength=x.nl)
         full = load >= x.cap - x.tol
-        cands, held_at, binding = _roles(x, r, full)
-        piece = Piece(x.pf, x.pq, x.on, x.depth, binding, cands, held_at >= 0)
+        cands, held, binding = _roles(x, r, full)
+        piece = Piece(x.pf, x.pq, x.on, x.depth, binding, cands, held)
         s, owner = slopes(piece)
         if np.abs(s).max(initial=0.0) <= 1e-12:
             break
@@ -133,16 +133,14 @@ def fill_rates(
 def _exact(x: _Instance, r: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """The rates with ``eps -> 0``: each flow's bottleneck where the filling ended in
     ``fabric_rule``'s linear system. A flow may end tight at several links (its prefix
-    full, its rate the largest of its queue): its owner (or the link holding it at 0)
-    is tried first, the others where that system is singular."""
-    load = np.bincount(x.pl, weights=r[x.pf], minlength=x.nl)
-    _, held, _ = _roles(x, r, load >= x.cap - x.tol)
+    full, its rate the largest of its queue): its owner on the last piece is tried
+    first, the others where that system is singular."""
     system = System.of(x.pf, x.pl, x.pq, x.cap0, x.depth, x.n)
     used = system.prefix @ r
     slack = 1e-3 * DELTA * max(float(x.cap0.max(initial=1.0)), 1.0)
     options = []
     for f in range(x.n):
-        first = int(held[f]) if held[f] >= 0 else int(owner[f])
+        first = int(owner[f])
         tight = [
             int(c)
             for c in np.flatnonzero(x.pf == f)
