@@ -18,6 +18,7 @@ import numpy as np
 from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.grouping import csr, runs
 from grouper.simulator.kernel import kernel
+from grouper.simulator.newton_end import newton_end
 from grouper.simulator.queue_order import component_order, flow_components
 
 
@@ -151,6 +152,11 @@ def allocate_kernel(
     h0, h1, moved = np.zeros(nv), np.zeros(nv), np.zeros(nv, np.bool_)
     top = cap_v / cost  # the most use a queue's link can carry
     rates = np.zeros(n)
+    wt = np.zeros(n)  # the flows the exact end solves for: not gone, with a path
+    for f in range(n):
+        wt[f] = 1.0 if flow_start[f + 1] > flow_start[f] and not gone[f] else 0.0
+    vdep = _depths(pl, vlink, by_flow, flow_start)
+    exact = np.zeros(n)
     for k in range(max_rounds):
         rates, filled, in_cycle = _ordered_round(
             pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
@@ -165,6 +171,10 @@ def allocate_kernel(
                 break
         if settled:
             return rates, True, rates
+        if k == max_rounds - 1 and newton_end(
+            pf, vidx, wt, rates, lfirst, cap_v, cost, vdep, exact
+        ):
+            return exact, True, exact  # the piece the rounds reached, solved
         if k % EVERY == EVERY - 1:
             jump(used, h0, h1, top, tol, in_cycle, moved)
         h0, h1 = h1, used
@@ -173,6 +183,20 @@ def allocate_kernel(
         False,
         rates,
     )
+
+
+@kernel
+def _depths(
+    pl: np.ndarray, vlink: np.ndarray, by_flow: np.ndarray, flow_start: np.ndarray
+) -> np.ndarray:
+    """Each queue's link's depth, for the rule on ties (``newton_end``): the link's
+    earliest place on a flow's path, 1 for a first hop (a flow's crossings come in
+    path order)."""
+    ldep = np.full(pl.max() + 1 if len(pl) else 0, np.inf)
+    for f in range(len(flow_start) - 1):
+        for k in range(flow_start[f], flow_start[f + 1]):
+            ldep[pl[by_flow[k]]] = min(ldep[pl[by_flow[k]]], k - flow_start[f] + 1.0)
+    return ldep[vlink]
 
 
 @kernel

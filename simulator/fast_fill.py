@@ -43,6 +43,7 @@ from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_active import drop_gone, toggle
 from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.fast_exact import exact_end
 from grouper.simulator.fast_fallback import drop_fallback_rates, fallback
 from grouper.simulator.kernel import kernel
 from grouper.simulator.progressive import maxmin, space
@@ -269,6 +270,9 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         _virtual_capacity(used, cap, q, again)
         if _settled(net.vnum, net.filled, again, tol):
             c.count[1] = c.count[0]  # the active set has the rates
+            return True
+        if k == MAX_ROUNDS - 1 and exact_end(c, net, q):  # the piece reached, solved
+            c.count[1] = c.count[0]
             return True
         if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again
             jump(used, h0, h1, cap, tol, net.l_cyc, net.dirty)

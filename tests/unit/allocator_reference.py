@@ -15,6 +15,7 @@ from scipy.sparse.csgraph import connected_components
 # and ratio bound (the logic below is written apart; the parameters are the model's)
 from grouper.simulator.aitken import EVERY, RATIO
 from grouper.simulator.allocator import EPS, MAX_ROUNDS, crossings
+from grouper.simulator.newton_end import EXACT, SPOT, ZERO
 
 
 def efficiency(k: np.ndarray, penalty: float) -> np.ndarray:
@@ -72,6 +73,11 @@ def allocate_reference(
         used = use(rates)
         if np.allclose(capacities(used)[moves], filled[moves], rtol=1e-9, atol=tol):
             return rates  # settled
+        wt = (~gone & (np.bincount(pf, minlength=n) > 0)).astype(float)
+        piece = (pf, vidx, vlink, cost, capacity[vlink], _depths(pf, pl)[vlink], wt)
+        exact = newton_reference(rates, *piece) if k == MAX_ROUNDS - 1 else None
+        if exact is not None:
+            return exact
         if k % EVERY == EVERY - 1:
             jumped = aitken(before[-2], before[-1], used, capacity[vlink] / cost, tol)
             used = np.where(in_cycle, jumped, used)
@@ -253,3 +259,85 @@ def _by_worst_queue(
             residual - np.bincount(pl[sel], weights=got[pf[sel]], minlength=nl) * cost, 0.0
         )
     return rates
+
+
+def _depths(pf: np.ndarray, pl: np.ndarray) -> np.ndarray:
+    """Each link's earliest place on a flow's path (1 for a first hop); crossings come
+    in path order."""
+    order = np.argsort(pf, kind="stable")
+    first = np.searchsorted(pf[order], pf[order])  # where each flow's crossings start
+    place = np.empty(len(pf))
+    place[order] = np.arange(len(pf)) - first + 1.0
+    dep = np.full(int(pl.max()) + 1, np.inf)
+    np.minimum.at(dep, pl, place)
+    return dep
+
+
+def newton_reference(
+    r: np.ndarray, pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, cost: np.ndarray,
+    cap: np.ndarray, dep: np.ndarray, wt: np.ndarray,
+) -> np.ndarray | None:  # fmt: skip
+    """``simulator.newton_end``: every flow's bottleneck read off ``r`` (most upstream
+    full prefix where it is largest of its queue, or the most upstream queue below a
+    full prefix for a flow at 0), the levels solved as ``v + eps w`` with capacities
+    ``c (1 + eps depth)``, kept if a fixed point of that perturbed model."""
+    n, nv = len(wt), len(vlink)
+    scale = max(float(cap.max()), 1.0)
+    same = vlink[:, None] == vlink[None, :]
+    below = same & (np.arange(nv)[:, None] <= np.arange(nv)[None, :])  # [u, v]: u in v's prefix
+
+    def prefixes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        own = np.bincount(vidx, weights=(wt * x)[pf], minlength=nv) * cost
+        return own @ below, own
+
+    pre, own = prefixes(r)
+    top = np.zeros(nv)
+    np.maximum.at(top, vidx, np.where(wt[pf] > 0, r[pf], 0.0))
+    full = pre >= cap * (1 - SPOT)
+    choice = np.full(n, -1)
+    held = np.full(n, -1)
+    for f in np.flatnonzero(wt > 0):
+        mine = np.flatnonzero(pf == f)
+        ok = [i for i in mine if full[vidx[i]] and r[f] >= top[vidx[i]] - SPOT * scale]
+        hold = [i for i in mine if pre[vidx[i]] - own[vidx[i]] >= cap[vidx[i]] * (1 - SPOT)]
+        if ok:
+            choice[f] = vidx[min(ok, key=lambda i: dep[vidx[i]])]
+        elif hold and r[f] <= SPOT * scale:
+            held[f] = vidx[min(hold, key=lambda i: dep[vidx[i]])]
+        else:
+            return None
+    levels = np.unique(choice[choice >= 0])
+    col = np.searchsorted(levels, choice)
+    a = np.zeros((len(levels), len(levels)))
+    for i in np.flatnonzero(choice[pf] >= 0):
+        a[:, col[pf[i]]] += below[vidx[i], levels] * cost[vidx[i]] * wt[pf[i]]
+    try:
+        x = np.linalg.solve(a, np.stack([cap[levels], cap[levels] * dep[levels]], axis=1))
+    except np.linalg.LinAlgError:
+        return None
+    rv, rw = np.zeros(n), np.zeros(n)
+    rv[choice >= 0], rw[choice >= 0] = x[col[choice >= 0]].T
+    if not _perturbed_fixed_point(rv, rw, choice, held, prefixes, pf, vidx, cap, dep, wt, scale):
+        return None
+    return np.where(rv > ZERO * scale, rv, 0.0)  # a level of 0 may solve to 1e-17
+
+
+def _perturbed_fixed_point(rv, rw, choice, held, prefixes, pf, vidx, cap, dep, wt, scale) -> bool:
+    """``newton_reference``'s check, lexicographic in (v, w)."""
+    tv, tw = EXACT * scale, EXACT * scale * max(float(dep.max()), 1.0) * 1e3
+
+    def at_most(xv, xw, yv, yw):
+        return (xv < yv - tv) | ((xv <= yv + tv) & (xw <= yw + tw))
+
+    live = choice >= 0
+    (pv, ov), (pw, ow) = prefixes(rv), prefixes(rw)
+    if not (at_most(0.0, 0.0, rv, rw)[live].all() and at_most(pv, pw, cap, cap * dep).all()):
+        return False
+    ok = True
+    for f in np.flatnonzero(live):
+        mates = np.unique(pf[(vidx == choice[f]) & (wt[pf] > 0)])
+        ok &= bool(at_most(rv[mates], rw[mates], rv[f], rw[f]).all())
+    for f in np.flatnonzero(held >= 0):
+        h = held[f]
+        ok &= bool(at_most(cap[h], cap[h] * dep[h], pv[h] - ov[h], pw[h] - ow[h]))
+    return ok
