@@ -28,9 +28,12 @@ for the queues open at its start.
 It is strict priority per link and max-min within each queue, with work conservation:
 a lower queue gets exactly what the higher ones leave. Bands mapped from one global
 order never loop back on one port, but on a leaf-spine flows ranked for different
-receivers meet on spine links and can close a cycle; an allocation that has not
-settled after ``MAX_ROUNDS`` falls back to filling every flow at its worst queue on the
-path (feasible and work-conserving: the model before per-link queues). The engines
+receivers meet on spine links and can close a cycle. An allocation that has not
+settled after ``MAX_ROUNDS`` is solved on the piece of the fixed point its last filling
+lies on (:mod:`simulator.newton_end`: one level per bottleneck from a linear system,
+kept only if it is a fixed point); where that finds none, it falls back to filling
+every flow at its worst queue on the path (feasible and work-conserving: the model
+before per-link queues). The engines
 serve the fallback's rates but start the next allocation from the rounds' last filling
 (``Allocation.restart``): the fallback's rates are far from the fixed point (54% of the
 total, L1, in FB2010's busy stretch), and rounds started from them fell back again.
@@ -54,7 +57,8 @@ MAX_ROUNDS = 16
 
 class Allocation(NamedTuple):
     rates: np.ndarray  # each flow's rate
-    settled: bool  # False: ``MAX_ROUNDS`` ran out and the worst-queue fallback decided
+    settled: bool  # False: ``MAX_ROUNDS`` ran out, the exact end found no fixed point
+    #                and the worst-queue fallback decided
     restart: np.ndarray  # the rates of the rounds' last filling (``rates`` when they
     #                      settled): the engines' start for the next allocation
 
@@ -71,8 +75,9 @@ def allocate_settled(
     ended: np.ndarray | None = None,
 ) -> Allocation:
     """Rates of flows given which links they cross, link ``capacity`` and their queues,
-    whether the rounds settled (False: ``MAX_ROUNDS`` ran out and the worst-queue
-    fallback gave the rates; the engines count these, ``SimResult.fallbacks``), and the
+    whether the rounds settled or their exact end found the fixed point (False:
+    ``MAX_ROUNDS`` ran out, the exact end found none and the worst-queue fallback gave
+    the rates; the engines count these, ``SimResult.fallbacks``), and the
     rates of the rounds' last filling, from which the engines start the next allocation
     (after a fallback they are closer to the fixed point than the fallback's rates).
 

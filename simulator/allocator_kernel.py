@@ -152,11 +152,6 @@ def allocate_kernel(
     h0, h1, moved = np.zeros(nv), np.zeros(nv), np.zeros(nv, np.bool_)
     top = cap_v / cost  # the most use a queue's link can carry
     rates = np.zeros(n)
-    wt = np.zeros(n)  # the flows the exact end solves for: not gone, with a path
-    for f in range(n):
-        wt[f] = 1.0 if flow_start[f + 1] > flow_start[f] and not gone[f] else 0.0
-    vdep = _depths(pl, vlink, by_flow, flow_start)
-    exact = np.zeros(n)
     for k in range(max_rounds):
         rates, filled, in_cycle = _ordered_round(
             pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
@@ -171,10 +166,11 @@ def allocate_kernel(
                 break
         if settled:
             return rates, True, rates
-        if k == max_rounds - 1 and newton_end(
-            pf, vidx, wt, rates, lfirst, cap_v, cost, vdep, exact
-        ):
-            return exact, True, exact  # the piece the rounds reached, solved
+        if k == max_rounds - 1:  # the piece the rounds reached, solved
+            ok, exact = _exact_end(pf, pl, vidx, vlink, lfirst, cap_v, cost, gone, rates,
+                                   by_flow, flow_start)  # fmt: skip
+            if ok:
+                return exact, True, exact
         if k % EVERY == EVERY - 1:
             jump(used, h0, h1, top, tol, in_cycle, moved)
         h0, h1 = h1, used
@@ -183,6 +179,23 @@ def allocate_kernel(
         False,
         rates,
     )
+
+
+@kernel
+def _exact_end(
+    pf: np.ndarray, pl: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, lfirst: np.ndarray,
+    cap_v: np.ndarray, cost: np.ndarray, gone: np.ndarray, rates: np.ndarray,
+    by_flow: np.ndarray, flow_start: np.ndarray,
+) -> tuple[bool, np.ndarray]:  # fmt: skip
+    """``newton_end`` from the rounds' last filling ``rates``: whether it found the
+    fixed point, and its rates. The flows it solves for are those not gone with a path."""
+    n = len(rates)
+    wt = np.zeros(n)
+    for f in range(n):
+        wt[f] = 1.0 if flow_start[f + 1] > flow_start[f] and not gone[f] else 0.0
+    exact = np.zeros(n)
+    vdep = _depths(pl, vlink, by_flow, flow_start)
+    return newton_end(pf, vidx, wt, rates, lfirst, cap_v, cost, vdep, exact), exact
 
 
 @kernel

@@ -7,8 +7,9 @@ receiver band); virtual link ``v = port * q + band``. The allocator's rounds
 parts filled in the order of their queues (a part's capacities from the rates the
 parts above it just got), the parts of a cycle in the order of its sweep, the jump of
 every queue's use every third round (:mod:`simulator.aitken`), until every queue's
-capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds, else the
-worst-queue fallback. What changes is the work per round:
+capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds, then the exact
+end on the piece they reached (``fast_exact``), else the worst-queue fallback. What
+changes is the work per round:
 
 * A virtual link with no capacity left (``vcap <= tol``) saturates at once, at level 0,
   so its classes get rate 0 whatever their other link does. Only the classes whose two
@@ -271,7 +272,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         if _settled(net.vnum, net.filled, again, tol):
             c.count[1] = c.count[0]  # the active set has the rates
             return True
-        if k == MAX_ROUNDS - 1 and exact_end(c, net, q):  # the piece reached, solved
+        if k == MAX_ROUNDS - 1 and exact_end(c, net, q, tol):  # the piece reached, solved
             c.count[1] = c.count[0]
             return True
         if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from grouper.simulator.block_solve import solve
 from grouper.simulator.grouping import csr
 from grouper.simulator.kernel import kernel
 
@@ -35,7 +36,6 @@ SPOT = 1e-6  # relative: how close to full a prefix, or to its queue's largest a
 #              counts as there when the bottlenecks are read off the rounds' rates
 EXACT = 1e-9  # relative: the tolerance of the check of the solved rates
 ZERO = 1e-12  # relative: a solved rate below it is 0 (the allocator's own tolerance)
-MAX_LEVELS = 2048  # bottlenecks solved for at most (a dense system)
 
 
 @kernel
@@ -65,8 +65,6 @@ def newton_end(
         if choice[f] >= 0 and row[choice[f]] < 0:
             row[choice[f]] = nb
             nb += 1
-    if nb > MAX_LEVELS:
-        return False
     ok, rv, rw = _solve(cv, wt, choice, row, nb, lfirst, cap_v, cost, vdep, by_f, f_start)
     if not ok or not _is_fixed_point(cf, cv, wt, choice, rv, rw, lfirst, cap_v, cost, vdep,
                                      scale):  # fmt: skip
@@ -147,27 +145,15 @@ def _solve(
     """The levels of the bottlenecks (rows ``v`` and ``w``: capacities ``c`` and
     ``c x depth``) and every flow's rate from them (0 held); False where singular."""
     n, nv = len(wt), len(lfirst)
-    a = np.zeros((nb, nb))
     b = np.zeros((nb, 2))
     for v in range(nv):
         if row[v] >= 0:
             b[row[v], 0] = cap_v[v]
             b[row[v], 1] = cap_v[v] * vdep[v]
-    for f in range(n):
-        if choice[f] < 0:
-            continue
-        col = row[choice[f]]
-        for k in range(f_start[f], f_start[f + 1]):
-            v = cv[by_f[k]]
-            u = v  # every queue of v's link from v down has v in its prefix
-            while u < nv and lfirst[u] == lfirst[v]:
-                if row[u] >= 0:
-                    a[row[u], col] += cost[v] * wt[f]
-                u += 1
+    start, col, val = _matrix(cv, wt, choice, row, nb, lfirst, cost, by_f, f_start)
     rv, rw = np.zeros(n), np.zeros(n)
-    try:
-        x = np.linalg.solve(a, b)
-    except Exception:  # noqa: BLE001 (numba: a singular system)
+    ok, x = solve(start, col, val, b)
+    if not ok:
         return False, rv, rw
     if not np.all(np.isfinite(x)):
         return False, rv, rw
@@ -175,6 +161,47 @@ def _solve(
         if choice[f] >= 0:
             rv[f], rw[f] = x[row[choice[f]], 0], x[row[choice[f]], 1]
     return True, rv, rw
+
+
+@kernel
+def _matrix(
+    cv: np.ndarray, wt: np.ndarray, choice: np.ndarray, row: np.ndarray, nb: int,
+    lfirst: np.ndarray, cost: np.ndarray, by_f: np.ndarray, f_start: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The system's matrix by rows (``block_solve``'s form): row ``row[u]`` holds, for
+    every flow of ``u``'s prefix with a bottleneck, cost x weight at its bottleneck's
+    column, summed in a dense accumulator row by row (no sort)."""
+    n, nv = len(wt), len(lfirst)
+    cf = np.empty(f_start[-1], np.int64)  # crossings by queue: flow of each
+    for f in range(n):
+        for k in range(f_start[f], f_start[f + 1]):
+            cf[by_f[k]] = f
+    by_v, v_start = csr(cv, nv)
+    rowv = np.empty(nb, np.int64)
+    m = 0
+    for u in range(nv):
+        if row[u] >= 0:
+            rowv[row[u]] = u
+            m += v_start[u + 1] - v_start[lfirst[u]]
+    start, col, val = np.zeros(nb + 1, np.int64), np.empty(m, np.int64), np.empty(m)
+    acc, at = np.zeros(nb), np.full(nb, -1, np.int64)
+    m = 0
+    for i in range(nb):
+        u = rowv[i]
+        for j in range(v_start[lfirst[u]], v_start[u + 1]):  # the prefix's crossings
+            f = cf[by_v[j]]
+            if choice[f] < 0:
+                continue
+            c = row[choice[f]]
+            if at[c] < 0:
+                at[c], col[m] = m, c
+                m += 1
+            acc[c] += cost[cv[by_v[j]]] * wt[f]
+        for k in range(start[i], m):
+            val[k] = acc[col[k]]
+            acc[col[k]], at[col[k]] = 0.0, -1
+        start[i + 1] = m
+    return start, col[:m], val[:m]
 
 
 @kernel(inline="always")
