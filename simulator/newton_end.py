@@ -21,7 +21,7 @@ solved at once. A flow's bottleneck is taken at its most upstream candidate, and
 answer is kept only if it is a fixed point of the perturbed model, compared
 lexicographically (``v`` first, then ``w``): rates not negative, every prefix within
 its link, every moving flow the largest of its queue at its bottleneck, every held
-flow below a full prefix. Otherwise the caller goes on with its rounds.
+flow below a full prefix. Otherwise the caller falls back.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from grouper.simulator.kernel import kernel
 
 SPOT = 1e-6  # relative: how close to full a prefix, or to its queue's largest a rate,
 #              counts as there when the bottlenecks are read off the rounds' rates
-EXACT = 1e-9  # relative: the tolerance of the check of the solved rates
+EXACT = 1e-9  # relative: the tolerance of the check of the solved rates (``v``)
+EXACT_W = 1e-6  # relative, for ``w``: a rate's sensitivity to eps, often many times it
 ZERO = 1e-12  # relative: a solved rate below it is 0 (the allocator's own tolerance)
 
 
@@ -65,7 +66,7 @@ def newton_end(
         if choice[f] >= 0 and row[choice[f]] < 0:
             row[choice[f]] = nb
             nb += 1
-    ok, rv, rw = _solve(cv, wt, choice, row, nb, lfirst, cap_v, cost, vdep, by_f, f_start)
+    ok, rv, rw = _solve(cf, cv, wt, choice, row, nb, lfirst, cap_v, cost, vdep)
     if not ok or not _is_fixed_point(cf, cv, wt, choice, rv, rw, lfirst, cap_v, cost, vdep,
                                      scale):  # fmt: skip
         return False
@@ -138,9 +139,8 @@ def _bottlenecks(
 
 @kernel
 def _solve(
-    cv: np.ndarray, wt: np.ndarray, choice: np.ndarray, row: np.ndarray, nb: int,
-    lfirst: np.ndarray, cap_v: np.ndarray, cost: np.ndarray, vdep: np.ndarray,
-    by_f: np.ndarray, f_start: np.ndarray,
+    cf: np.ndarray, cv: np.ndarray, wt: np.ndarray, choice: np.ndarray, row: np.ndarray,
+    nb: int, lfirst: np.ndarray, cap_v: np.ndarray, cost: np.ndarray, vdep: np.ndarray,
 ) -> tuple[bool, np.ndarray, np.ndarray]:  # fmt: skip
     """The levels of the bottlenecks (rows ``v`` and ``w``: capacities ``c`` and
     ``c x depth``) and every flow's rate from them (0 held); False where singular."""
@@ -150,7 +150,7 @@ def _solve(
         if row[v] >= 0:
             b[row[v], 0] = cap_v[v]
             b[row[v], 1] = cap_v[v] * vdep[v]
-    start, col, val = _matrix(cv, wt, choice, row, nb, lfirst, cost, by_f, f_start)
+    start, col, val = _matrix(cf, cv, wt, choice, row, nb, lfirst, cost)
     rv, rw = np.zeros(n), np.zeros(n)
     ok, x = solve(start, col, val, b)
     if not ok:
@@ -165,17 +165,13 @@ def _solve(
 
 @kernel
 def _matrix(
-    cv: np.ndarray, wt: np.ndarray, choice: np.ndarray, row: np.ndarray, nb: int,
-    lfirst: np.ndarray, cost: np.ndarray, by_f: np.ndarray, f_start: np.ndarray,
+    cf: np.ndarray, cv: np.ndarray, wt: np.ndarray, choice: np.ndarray, row: np.ndarray,
+    nb: int, lfirst: np.ndarray, cost: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """The system's matrix by rows (``block_solve``'s form): row ``row[u]`` holds, for
     every flow of ``u``'s prefix with a bottleneck, cost x weight at its bottleneck's
     column, summed in a dense accumulator row by row (no sort)."""
-    n, nv = len(wt), len(lfirst)
-    cf = np.empty(f_start[-1], np.int64)  # crossings by queue: flow of each
-    for f in range(n):
-        for k in range(f_start[f], f_start[f + 1]):
-            cf[by_f[k]] = f
+    nv = len(lfirst)
     by_v, v_start = csr(cv, nv)
     rowv = np.empty(nb, np.int64)
     m = 0
@@ -221,7 +217,7 @@ def _is_fixed_point(
     as ``v + eps w`` (the perturbed capacities ``c (1 + eps x depth)``)."""
     n, nv = len(wt), len(lfirst)
     tv = EXACT * scale
-    tw = EXACT * scale * max(vdep.max(), 1.0) * 1e3
+    tw = EXACT_W * scale * max(vdep.max(), 1.0)
     for f in range(n):
         if choice[f] >= 0 and not _at_most(0.0, 0.0, rv[f], rw[f], tv, tw):
             return False

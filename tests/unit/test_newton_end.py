@@ -1,8 +1,10 @@
 """The rounds' exact end (``simulator/newton_end.py``) against the rule's definition,
 the enumeration of ``simulator/fabric_rule.py``, on random big switches and leaf-spine
-paths' four tiers: every answer it accepts is the rule's, from wherever it starts; it
-finds the rule's answer from the rounds' last rates when those lie on its piece; and
-where the model has a continuum of fixed points it refuses the rounds' middle point."""
+paths' four tiers: every answer it accepts is the rule's, from wherever it starts (the
+rounds' rates after 1-3 rounds, random rates, the rule's own); on a big switch it
+accepts the rule's own rates (on four tiers the most upstream full prefix is not
+always the rule's bottleneck: it refuses about 3% of them); and where the model has a
+continuum of fixed points it refuses the rounds' middle point."""
 
 from __future__ import annotations
 
@@ -60,25 +62,26 @@ def test_the_pooled_queue_case_ab_ends_where_the_nic_decides():
     assert newton(paths, capacity, depth, [0.9, 0.1]) is None  # not on the rule's piece
 
 
-def accepts_only_the_rule(case: tuple, data: st.DataObject) -> None:
+def accepts_only_the_rule(case: tuple, data: st.DataObject, finds_it: bool) -> None:
     paths, capacity, depth = case
     want = rule(paths, capacity, depth)
     starts = [rounds(paths, capacity, k) for k in (1, 2, 3)]
     some = st.sampled_from([0.0, 0.5, 1.0, 1.5])
     starts.append(np.array(data.draw(st.lists(some, min_size=len(paths), max_size=len(paths)))))
-    starts.append(want * (1 + 1e-9))
     for start in starts:
         got = newton(paths, capacity, depth, start)
         assert got is None or got == pytest.approx(want, abs=1e-9), start
+    got = newton(paths, capacity, depth, want * (1 + 1e-9))
+    assert (got is None and not finds_it) or got == pytest.approx(want, abs=1e-9)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(instance(BIG_SWITCH), st.data())
 def test_every_answer_it_accepts_is_the_rules_on_a_big_switch(case, data):
-    accepts_only_the_rule(case, data)
+    accepts_only_the_rule(case, data, finds_it=True)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(instance(FOUR_TIERS), st.data())
 def test_every_answer_it_accepts_is_the_rules_on_four_tiers(case, data):
-    accepts_only_the_rule(case, data)
+    accepts_only_the_rule(case, data, finds_it=False)
