@@ -3,7 +3,8 @@ and the per-virtual-link arrays with the filling's workspace (``Net``). Built pe
 by ``fast_state.rebuild``; read and written by the compiled kernels of ``fast_fill``,
 ``progressive`` and ``fast_state``. A kernel called per link or per class takes the
 arrays it uses, not these tuples: numba reference-counts every array of a tuple passed
-to a call (``fast_fill``).
+to a call (``fast_fill``). ``virtual_capacity`` is the arithmetic of ``Net.vcap``,
+shared by the filling (``fast_fill``) and its exact end (``fast_exact``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+
+from grouper.simulator.kernel import kernel
 
 
 class Classes(NamedTuple):
@@ -101,3 +104,15 @@ class Net(NamedTuple):
     lapos: np.ndarray  # (2C,) beside each active entry of ``lcls``: its place in ``aset``
     restart: np.ndarray  # (V,) after a fallback, the use of the rounds' last filling:
     #                      the next allocation starts from it, not the fallback's
+
+
+@kernel
+def virtual_capacity(used: np.ndarray, cap: np.ndarray, q: int, out: np.ndarray) -> None:
+    """What every queue gets (``Net.vcap``): its port's capacity less what the queues
+    above it use (``used``), into ``out``."""
+    for p in range(len(used) // q):
+        above = 0.0
+        for b in range(q):
+            v = p * q + b
+            out[v] = max(cap[v] - above, 0.0)
+            above += used[v]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.fast_classes import Classes, Net, virtual_capacity
 from grouper.simulator.kernel import kernel
 from grouper.simulator.newton_end import newton_end
 
@@ -43,11 +43,7 @@ def exact_end(c: Classes, net: Net, q: int, tol: float) -> bool:
     for i in range(na):
         used[cv[2 * i]] += out[i] * wt[i]
         used[cv[2 * i + 1]] += out[i] * wt[i]
-    for p in range(nv // q):
-        above = 0.0
-        for b in range(q):
-            vcap[p * q + b] = max(cap[p * q + b] - above, 0.0)
-            above += used[p * q + b]
+    virtual_capacity(used, cap, q, vcap)
     for k in range(len(up)):
         if mult[k] > 0 and apos[k] < 0 and vcap[up[k]] > tol and vcap[down[k]] > tol:
             return False

@@ -43,7 +43,7 @@ import numpy as np
 from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_active import drop_gone, toggle
-from grouper.simulator.fast_classes import Classes, Net
+from grouper.simulator.fast_classes import Classes, Net, virtual_capacity
 from grouper.simulator.fast_exact import exact_end
 from grouper.simulator.fast_fallback import drop_fallback_rates, fallback
 from grouper.simulator.kernel import kernel
@@ -134,7 +134,7 @@ def _order(c: Classes, net: Net) -> None:
 @kernel(inline="always")
 def _capacity(v: int, q: int, cap: np.ndarray, used: np.ndarray) -> float:
     """What queue ``v`` gets: its port's capacity less what the queues above it use
-    (``_virtual_capacity``'s arithmetic, term by term). Inlined where it is used (numba
+    (``virtual_capacity``'s arithmetic, term by term). Inlined where it is used (numba
     ``inline="always"``): a call per link counted its arrays' references."""
     above = 0.0
     for w in range(v - v % q, v):
@@ -215,17 +215,6 @@ def _fill(c: Classes, net: Net, q: int) -> None:
 
 
 @kernel
-def _virtual_capacity(used: np.ndarray, cap: np.ndarray, q: int, out: np.ndarray) -> None:
-    """What every queue gets: its port's capacity less what the queues above use."""
-    for p in range(len(used) // q):
-        above = 0.0
-        for b in range(q):
-            v = p * q + b
-            out[v] = max(cap[v] - above, 0.0)
-            above += used[v]
-
-
-@kernel
 def _settled(vnum: np.ndarray, filled: np.ndarray, again: np.ndarray, tol: float) -> bool:
     """Every queue with a class that has flows has the capacity it was filled in."""
     for v in range(len(filled)):
@@ -263,12 +252,12 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         drop_fallback_rates(c)
         c.count[3] = 0
         used[:] = net.restart
-    _virtual_capacity(used, cap, q, vcap)
+    virtual_capacity(used, cap, q, vcap)
     h0, h1 = np.zeros(len(used)), np.zeros(len(used))
     for k in range(MAX_ROUNDS):
         toggle(c, net, tol)
         _fill(c, net, q)
-        _virtual_capacity(used, cap, q, again)
+        virtual_capacity(used, cap, q, again)
         if _settled(net.vnum, net.filled, again, tol):
             c.count[1] = c.count[0]  # the active set has the rates
             return True
@@ -277,7 +266,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
             return True
         if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again
             jump(used, h0, h1, cap, tol, net.l_cyc, net.dirty)
-            _virtual_capacity(used, cap, q, again)
+            virtual_capacity(used, cap, q, again)
         h0, h1 = h1, h0
         h1[:] = used
         vcap[:] = again
