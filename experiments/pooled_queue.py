@@ -1,5 +1,5 @@
 """Which rates real TCP settles at where the simulator's fixed point is not unique,
-beside the per-link model's rounds and the rule that settles such cycles.
+beside the simulator's answer and the rule that settles such cycles.
 
 Hosts h1 and h3 send to h2 and h4 through one switch. Each flow sits in a band of its
 sender's NIC (strict priority, the HTB class tree of the agents' ``htb`` backend) and,
@@ -15,11 +15,12 @@ flows of different bands pool. Cases (every link at ``mbps``):
   to h4, which ``c`` from h3 (band 0) shares;
 * ``tied``: ``a`` and ``b`` tied in h1's band 0, ``e`` in band 1, all to h2.
 
-Beside TCP's rates: ``model``, the rates the simulator's rounds settle at
-(``simulator/allocator.py``, every flow started from nothing as a new flow is; in
-``ba``, from ``b``'s rates alone, as the engines' warm start gives), and ``rule``, the
-fixed point where an upstream link decides a tie with a link downstream of it
-(``simulator/fabric_rule.py``). Each error is the largest difference between a flow's
+Beside TCP's rates: ``model``, the rates the simulator's engines settle at
+(``simulator/allocator.py``, whose rounds solve a priority cycle by offers swept
+upstream first; every flow started from nothing as a new flow is; in ``ba``, from
+``b``'s rates alone, as the engines' warm start gives), and ``rule``, the fixed point
+where an upstream link decides a tie with a link downstream of it, by its definition
+(``simulator/fabric_rule.py``'s enumeration). Each error is the largest difference between a flow's
 rate and TCP's, as a share of the link rate. On veths nothing is lost: TCP is held
 back by the queues' backpressure on its socket (small queues), not by drops, as in the
 rest of the emulation. A flow's NIC band is chosen by its destination port, standing in
@@ -198,7 +199,7 @@ def crossings(flows: list[Flow]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def model_rates(case: str, mbps: float) -> dict[str, float]:
-    """The rates the simulator's rounds settle at on the case's links, every flow
+    """The rates the simulator's engines settle at on the case's links, every flow
     started from nothing as a new flow is (the ``FIRST`` flow from its rates alone, as
     the engines' warm start gives)."""
     from grouper.simulator.allocator import allocate_settled
@@ -258,7 +259,7 @@ def bench_pooled_queue(
     result = run(cases or list(CASES), mbps, seconds)
     for case, r in result["cases"].items():
         print(
-            f"{case}: TCP {r['measured']} Mbit/s; rounds {r['model']} "
+            f"{case}: TCP {r['measured']} Mbit/s; model {r['model']} "
             f"(error {r['model_error']:.1%}); rule {r['rule']} (error {r['rule_error']:.1%})"
         )
     write_json(result, json_path)

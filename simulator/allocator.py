@@ -16,15 +16,18 @@ or from the previous event's rates. A round fills the queues in order
 (:mod:`simulator.queue_order`): the flows whose queues are all open (capacity above
 the tolerance) join their queues into components; a component with a queue below
 another's on some link is filled after it, in the capacity its fresh rates leave; the
-components of a priority cycle are filled in their place in that order, one after
-another in a fixed order (a sweep: each in what the fresh rates before it and the last
-round's rates of the rest leave), and what lies below them after. Every third round
-that did not settle, the use of each queue of a cycle's parts jumps to the limit of its
-last two steps where they shrink geometrically (:mod:`simulator.aitken`), which is how
-the rounds over a cycle converge. Rounds stop when every queue with a flow that has
-not ended has the capacity it was filled in. A flow's rate in a queue never depends on
-lower queues, so where "f is above g on some link" never loops back, a round is exact
-for the queues open at its start.
+components of a priority cycle are solved together in their place in that order by
+offers swept upstream first (:mod:`simulator.offer_sweep`: where the model has many
+fixed points, the one where an upstream queue decides, as the fabric does), or, in a
+cycle of more than ``MAX_CYCLE`` queues or where the offers do not settle, filled one
+after another in a fixed order (a sweep: each in what the fresh rates before it and
+the last round's rates of the rest leave), and what lies below them after. Every
+third round that did not settle, the use of each queue of a cycle's parts jumps to the
+limit of its last two steps where they shrink geometrically (:mod:`simulator.aitken`),
+which is how the rounds over a cycle filled so converge. Rounds stop when every queue
+with a flow that has not ended has the capacity it was filled in. A flow's rate in a
+queue never depends on lower queues, so where "f is above g on some link" never loops
+back, a round is exact for the queues open at its start.
 It is strict priority per link and max-min within each queue, with work conservation:
 a lower queue gets exactly what the higher ones leave. Bands mapped from one global
 order never loop back on one port, but on a leaf-spine flows ranked for different
@@ -73,6 +76,7 @@ def allocate_settled(
     per_crossing: bool = False,
     start: np.ndarray | None = None,
     ended: np.ndarray | None = None,
+    max_cycle: int | None = None,
 ) -> Allocation:
     """Rates of flows given which links they cross, link ``capacity`` and their queues,
     whether the rounds settled or their exact end found the fixed point (False:
@@ -92,6 +96,8 @@ def allocate_settled(
     from (their queue-mates take the capacity back before a lower queue is offered it;
     with the contention penalty that use is charged at the queue's cost without them),
     and they get rate 0 and take no other part: no task, no queue to settle.
+    ``max_cycle``: the most queues a cycle solved by offers has (``offer_sweep``'s
+    ``MAX_CYCLE`` unless given; 0 fills every cycle's components one after another).
     """
     pf, pl, pq, n = crossings(incidence, queue, per_crossing)
     if ended is not None and len(ended) != n:
@@ -109,6 +115,7 @@ def allocate_settled(
     from grouper.simulator.allocator_kernel import (
         allocate_kernel,  # numba: compiled when first used
     )
+    from grouper.simulator.offer_sweep import MAX_CYCLE
 
     rates, settled, restart = allocate_kernel(
         pf,
@@ -123,6 +130,7 @@ def allocate_settled(
         np.zeros(n, np.bool_) if ended is None else np.asarray(ended, dtype=np.bool_),
         EPS * max(float(capacity.max(initial=0.0)), 1.0),
         MAX_ROUNDS,
+        MAX_CYCLE if max_cycle is None else max_cycle,
     )
     return Allocation(rates, bool(settled), restart)
 

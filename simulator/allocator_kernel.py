@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from grouper.simulator.aitken import EVERY, jump
+from grouper.simulator.allocator_fill import fill_in, maxmin, sweep_in
 from grouper.simulator.grouping import csr, runs
 from grouper.simulator.kernel import kernel
 from grouper.simulator.newton_end import newton_end
@@ -50,67 +51,6 @@ def _costs(vidx: np.ndarray, tflow: np.ndarray, nv: int, penalty: float) -> np.n
 
 
 @kernel
-def _maxmin(
-    pf: np.ndarray,
-    pv: np.ndarray,
-    vcap: np.ndarray,
-    cost: np.ndarray,
-    n: int,
-    tol: float,
-    by_flow: np.ndarray,
-    flow_start: np.ndarray,
-    by_v: np.ndarray,
-    v_start: np.ndarray,
-) -> np.ndarray:
-    """Exact max-min fair rates by progressive filling over virtual links. ``by_flow``
-    / ``flow_start`` list every flow's crossings, ``by_v`` / ``v_start`` every virtual
-    link's."""
-    nv = len(vcap)
-    rates = np.zeros(n)
-    residual = vcap.copy()
-    count = np.zeros(nv)
-    for i in range(len(pf)):
-        count[pv[i]] += 1.0
-    frozen = np.zeros(n, dtype=np.bool_)
-    level = 0.0
-    while True:
-        delta = np.inf
-        for v in range(nv):
-            if count[v] > 0.0:
-                share = residual[v] / (count[v] * cost[v])
-                if share < delta:
-                    delta = share
-        if delta == np.inf:
-            break
-        delta = max(delta, 0.0)
-        level += delta
-        hit = False
-        for v in range(nv):
-            if count[v] > 0.0:
-                residual[v] -= delta * count[v] * cost[v]
-                if residual[v] <= tol:
-                    residual[v] = 0.0
-                    hit = True
-        if not hit:
-            break
-        for v in range(nv):
-            if count[v] > 0.0 and residual[v] == 0.0:
-                for k in range(v_start[v], v_start[v + 1]):
-                    f = pf[by_v[k]]
-                    if frozen[f]:
-                        continue
-                    frozen[f] = True
-                    rates[f] = level
-                    for c in range(flow_start[f], flow_start[f + 1]):
-                        count[pv[by_flow[c]]] -= 1.0
-    for i in range(len(pf)):  # flows still unfrozen (no saturated link): the last level
-        f = pf[i]
-        if not frozen[f]:
-            rates[f] = level
-    return rates
-
-
-@kernel
 def allocate_kernel(
     pf: np.ndarray,
     pl: np.ndarray,
@@ -124,13 +64,14 @@ def allocate_kernel(
     gone: np.ndarray,
     tol: float,
     max_rounds: int,
+    max_cycle: int,
 ) -> tuple[np.ndarray, bool, np.ndarray]:
     """Rates, whether the per-link fixed point settled (False: the worst-queue
     fallback decided), and the rates of the last round's filling (the rates when it
     settled): the next allocation's start. ``tflow`` is the task of every crossing's
-    flow. Flows ``gone`` (ended at the last event) count in the use the rounds start
-    from, by their ``start`` rates, and nowhere else: no rate, no task, no queue to
-    settle."""
+    flow; a cycle of at most ``max_cycle`` queues is solved by offers. Flows ``gone``
+    (ended at the last event) count in the use the rounds start from, by their
+    ``start`` rates, and nowhere else: no rate, no task, no queue to settle."""
     span = pq.max() + 1
     vidx, by_v, v_start = _group(pl * span + pq)  # virtual links sorted: link, then queue
     nv = len(v_start) - 1
@@ -152,10 +93,11 @@ def allocate_kernel(
     h0, h1, moved = np.zeros(nv), np.zeros(nv), np.zeros(nv, np.bool_)
     top = cap_v / cost  # the most use a queue's link can carry
     rates = np.zeros(n)
+    vdep = _depths(pl, vlink, by_flow, flow_start)
     for k in range(max_rounds):
         rates, filled, in_cycle = _ordered_round(
             pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
-            v_start, gone,
+            v_start, gone, vdep, max_cycle,
         )  # fmt: skip
         used = _use(rates, pf, vidx, nv)
         again = _capacities(used, cost, cap_v, vlink)
@@ -167,8 +109,8 @@ def allocate_kernel(
         if settled:
             return rates, True, rates
         if k == max_rounds - 1:  # the piece the rounds reached, solved
-            ok, exact = _exact_end(pf, pl, vidx, vlink, lfirst, cap_v, cost, gone, rates,
-                                   by_flow, flow_start)  # fmt: skip
+            ok, exact = _exact_end(pf, vidx, lfirst, cap_v, cost, gone, rates, flow_start,
+                                   vdep)  # fmt: skip
             if ok:
                 return exact, True, exact
         if k % EVERY == EVERY - 1:
@@ -183,9 +125,9 @@ def allocate_kernel(
 
 @kernel
 def _exact_end(
-    pf: np.ndarray, pl: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, lfirst: np.ndarray,
-    cap_v: np.ndarray, cost: np.ndarray, gone: np.ndarray, rates: np.ndarray,
-    by_flow: np.ndarray, flow_start: np.ndarray,
+    pf: np.ndarray, vidx: np.ndarray, lfirst: np.ndarray, cap_v: np.ndarray,
+    cost: np.ndarray, gone: np.ndarray, rates: np.ndarray, flow_start: np.ndarray,
+    vdep: np.ndarray,
 ) -> tuple[bool, np.ndarray]:  # fmt: skip
     """``newton_end`` from the rounds' last filling ``rates``: whether it found the
     fixed point, and its rates. The flows it solves for are those not gone with a path."""
@@ -194,7 +136,6 @@ def _exact_end(
     for f in range(n):
         wt[f] = 1.0 if flow_start[f + 1] > flow_start[f] and not gone[f] else 0.0
     exact = np.zeros(n)
-    vdep = _depths(pl, vlink, by_flow, flow_start)
     return newton_end(pf, vidx, wt, rates, lfirst, cap_v, cost, vdep, exact), exact
 
 
@@ -238,7 +179,7 @@ def _by_worst_queue(
         cost = _costs(spl, tflow[sel], nl, penalty)
         by_flow, flow_start = csr(spf, n)
         by_l, l_start = csr(spl, nl)
-        got = _maxmin(spf, spl, residual, cost, n, tol, by_flow, flow_start, by_l, l_start)
+        got = maxmin(spf, spl, residual, cost, n, tol, by_flow, flow_start, by_l, l_start)
         for k in range(len(spf)):
             residual[spl[k]] -= got[spf[k]] * cost[spl[k]]
         for li in range(nl):
@@ -272,59 +213,22 @@ def _capacities(
 
 
 @kernel
-def _fill_group(
-    fl: np.ndarray, links: np.ndarray, vidx: np.ndarray, by_flow: np.ndarray,
-    flow_start: np.ndarray, capnow: np.ndarray, cost: np.ndarray, tol: float,
-    rates: np.ndarray, lmap: np.ndarray,
-) -> None:  # fmt: skip
-    """Max-min rates of the flows ``fl`` alone (crossing only ``links``), in ``capnow``'s
-    capacities; ``lmap`` is -1 everywhere and left so."""
-    for i in range(len(links)):
-        lmap[links[i]] = i
-    m = 0
-    for f in fl:
-        m += flow_start[f + 1] - flow_start[f]
-    lpf = np.empty(m, np.int64)
-    lpv = np.empty(m, np.int64)
-    k = 0
-    for j in range(len(fl)):
-        for c in range(flow_start[fl[j]], flow_start[fl[j] + 1]):
-            lpf[k], lpv[k] = j, lmap[vidx[by_flow[c]]]
-            k += 1
-    lcap, lcost = capnow[links], cost[links]
-    lmap[links] = -1
-    bf, fs = csr(lpf, len(fl))
-    bv, vs = csr(lpv, len(links))
-    r = _maxmin(lpf, lpv, lcap, lcost, len(fl), tol, bf, fs, bv, vs)
-    for j in range(len(fl)):
-        rates[fl[j]] = r[j]
-
-
-@kernel
-def _cap_of(
-    v: int, u: np.ndarray, cost: np.ndarray, cap_v: np.ndarray, lfirst: np.ndarray
-) -> float:
-    """What queue ``v`` gets: its link's capacity less what the queues above it use
-    (``_capacities``' arithmetic, term by term)."""
-    above = 0.0
-    for w in range(lfirst[v], v):
-        above += u[w] * cost[w]
-    return max(cap_v[v] - above, 0.0)
-
-
-@kernel
 def _ordered_round(
     pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, lfirst: np.ndarray, used: np.ndarray,
     cost: np.ndarray, cap_v: np.ndarray, n: int, tol: float, by_flow: np.ndarray,
     flow_start: np.ndarray, by_v: np.ndarray, v_start: np.ndarray, gone: np.ndarray,
+    vdep: np.ndarray, max_cycle: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """One round of the fixed point, queues in order: the open queues (by the last
     round's use) and the flows whose queues are all open; their components filled one
     after another so that a queue's capacity comes from the rates just computed above it
-    (``queue_order``; the components of a cycle in the order of its sweep, each in what
-    the fresh use before it and the last round's use of the rest leave it). Rates, and
-    each queue's capacity at its filling (the last round's for a queue with no flow
-    filled), and which queues are in a cycle's components."""
+    (``queue_order``). The components of a cycle of at most ``max_cycle`` queues are
+    solved together by offers (``offer_sweep``) in what the queues above leave;
+    where the sweeps do not settle, or the cycle is larger,
+    filled in the order of its sweep, each in what the fresh use before it and the last
+    round's use of the rest leave it. Rates, and each queue's capacity at its filling
+    (the last round's for a queue with no flow filled), and which queues are in a
+    cycle's components."""
     vcap = _capacities(used, cost, cap_v, vlink)
     comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start, gone)
     order, gstart, cyc = component_order(comp, vlink, nc)
@@ -354,12 +258,20 @@ def _ordered_round(
     filled = vcap.copy()
     rates = np.zeros(n)
     lmap = np.full(len(vlink), -1, np.int64)
-    for g in range(ng):
-        _fill_in(
-            fl_by[fl_start[g] : fl_start[g + 1]], vl_by[vl_start[g] : vl_start[g + 1]], vidx,
-            by_flow, flow_start, u, cost, cap_v, lfirst, tol, rates, filled, pf, by_v, v_start,
-            lmap,
-        )  # fmt: skip
+    for gi in range(len(cyc)):
+        g0, g1 = gstart[gi], gstart[gi + 1]
+        if cyc[gi] and vl_start[g1] - vl_start[g0] <= max_cycle and sweep_in(
+            fl_by[fl_start[g0] : fl_start[g1]], vl_by[vl_start[g0] : vl_start[g1]], vidx,
+            by_flow, flow_start, u, cost, cap_v, lfirst, vdep, tol, rates, filled, pf, by_v,
+            v_start,
+        ):  # fmt: skip
+            continue
+        for g in range(g0, g1):
+            fill_in(
+                fl_by[fl_start[g] : fl_start[g + 1]], vl_by[vl_start[g] : vl_start[g + 1]],
+                vidx, by_flow, flow_start, u, cost, cap_v, lfirst, tol, rates, filled, pf,
+                by_v, v_start, lmap,
+            )  # fmt: skip
     return rates, filled, in_cycle
 
 
@@ -369,22 +281,3 @@ def _by_group(key: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     group before the first), and where each group starts."""
     order, start = csr(key + 1, groups + 1)
     return order, start[1:]
-
-
-@kernel
-def _fill_in(
-    group: np.ndarray, links: np.ndarray, vidx: np.ndarray, by_flow: np.ndarray,
-    flow_start: np.ndarray, u: np.ndarray, cost: np.ndarray, cap_v: np.ndarray,
-    lfirst: np.ndarray, tol: float, rates: np.ndarray, filled: np.ndarray, pf: np.ndarray,
-    by_v: np.ndarray, v_start: np.ndarray, lmap: np.ndarray,
-) -> None:  # fmt: skip
-    """Flows ``group`` (every flow of queues ``links``) filled in what the queues above
-    leave now; their capacities into ``filled``, their use into ``u``."""
-    for v in links:  # every capacity first: the rest reads the last round's use there
-        filled[v] = _cap_of(v, u, cost, cap_v, lfirst)
-    _fill_group(group, links, vidx, by_flow, flow_start, filled, cost, tol, rates, lmap)
-    for v in links:
-        s = 0.0
-        for j in range(v_start[v], v_start[v + 1]):
-            s += rates[pf[by_v[j]]]
-        u[v] = s

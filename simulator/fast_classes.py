@@ -104,6 +104,10 @@ class Net(NamedTuple):
     lapos: np.ndarray  # (2C,) beside each active entry of ``lcls``: its place in ``aset``
     restart: np.ndarray  # (V,) after a fallback, the use of the rounds' last filling:
     #                      the next allocation starts from it, not the fallback's
+    b_gend: np.ndarray  # (V+1,) at the place of a cycle's first part, where its last
+    #                     part ends (its parts are solved together by offers); else -1
+    max_cycle: np.ndarray  # [queues]: the largest cycle solved by offers (``MAX_CYCLE``;
+    #                        0 fills every cycle part by part)
 
 
 @kernel

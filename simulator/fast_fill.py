@@ -5,7 +5,8 @@ A class is a set of flows with the same virtual links: (uplink, band) and (downl
 receiver band); virtual link ``v = port * q + band``. The allocator's rounds
 (:mod:`simulator.allocator`) are kept: the open queues by the last round's use, their
 parts filled in the order of their queues (a part's capacities from the rates the
-parts above it just got), the parts of a cycle in the order of its sweep, the jump of
+parts above it just got), the parts of a cycle solved together by offers
+(``offer_sweep``; past its bounds, filled in the order of its sweep), the jump of
 every queue's use every third round (:mod:`simulator.aitken`), until every queue's
 capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds, then the exact
 end on the piece they reached (``fast_exact``), else the worst-queue fallback. What
@@ -47,6 +48,7 @@ from grouper.simulator.fast_classes import Classes, Net, virtual_capacity
 from grouper.simulator.fast_exact import exact_end
 from grouper.simulator.fast_fallback import drop_fallback_rates, fallback
 from grouper.simulator.kernel import kernel
+from grouper.simulator.offer_sweep import MAX_SWEEPS, offer_sweep, rates_of
 from grouper.simulator.progressive import maxmin, space
 from grouper.simulator.queue_order import component_order, find_root
 
@@ -113,8 +115,12 @@ def _order(c: Classes, net: Net) -> None:
         at[order[i]] = i
     ng = len(gstart) - 1
     in_cycle = np.zeros(nc, np.bool_)  # by place in the order
+    gend = net.b_gend
+    gend[: nc + 1] = -1
     for g in range(ng):
         in_cycle[gstart[g] : gstart[g + 1]] = cyc[g]
+        if cyc[g]:
+            gend[gstart[g]] = gstart[g + 1]
     ls, l_part, l_cyc, b_links = net.b_lstart, net.l_part, net.l_cyc, net.b_links
     ls[: nc + 2] = 0
     for v in range(nv):
@@ -206,12 +212,70 @@ def _fill(c: Classes, net: Net, q: int) -> None:
             filled[v] = vcap[v]
     # members by their place in the active set: the rates go beside them (``a_rate``)
     lists = (net.vstart, net.aend, net.lapos, net.lother, net.lmult)
-    ws, links, ls = space(net), net.b_links, net.b_lstart
-    for p in range(books[3]):
+    ws, links, ls, gend = space(net), net.b_links, net.b_lstart, net.b_gend
+    p, force, max_cycle = 0, -1, net.max_cycle[0]  # parts before ``force``: filled anyway
+    while p < books[3]:
+        e = gend[p]
+        if e > p and ls[e] - ls[p] <= max_cycle:
+            cycle = links[ls[p] : ls[e]]
+            if not _capacities(cycle, deg, cap, used, filled, dirty, q):
+                p = e  # a cycle whose queues kept their capacities keeps its rates
+                continue
+            if _sweep_cycle(c, net, cycle, q):
+                p = e
+                continue
+            force = e  # the sweeps did not settle: its parts one after another
         part = links[ls[p] : ls[p + 1]]
-        if _capacities(part, deg, cap, used, filled, dirty, q):
+        if _capacities(part, deg, cap, used, filled, dirty, q) or p < force:
             _fill_part(rate, part, deg, used, filled, cnt0, lists, ws)
+        p += 1
     dirty[:] = False
+
+
+@kernel
+def _sweep_cycle(c: Classes, net: Net, links: np.ndarray, q: int) -> bool:
+    """The active classes of a cycle's parts (on ``links``) solved by offers from
+    infinity (``offer_sweep``) in what the queues above leave; their rates beside the
+    active set, the use of their queues and the capacities it leaves (``used``,
+    ``filled``). False (nothing changed) where the sweeps do not settle."""
+    vstart, aend, lcls, lapos, lmult = net.vstart, net.aend, net.lcls, net.lapos, net.lmult
+    up = c.up
+    m = 0
+    for v in links:
+        for e in range(vstart[v], aend[v]):
+            m += up[lcls[e]] == v
+    cf, cv = np.empty(2 * m, np.int64), np.empty(2 * m, np.int64)
+    wt, at = np.empty(m), np.empty(m, np.int64)
+    j = 0
+    for v in links:
+        for e in range(vstart[v], aend[v]):
+            k = lcls[e]
+            if up[k] == v:  # each class once, from its uplink
+                cf[2 * j], cf[2 * j + 1] = j, j
+                cv[2 * j], cv[2 * j + 1] = v, c.down[k]
+                wt[j], at[j] = lmult[e], lapos[e]
+                j += 1
+    cap, used, nv = net.cap, net.used, len(net.cap)
+    lfirst, vdep = np.empty(nv, np.int64), np.empty(nv)
+    for v in range(nv):
+        lfirst[v] = v - v % q
+        vdep[v] = 1.0 if v // q < nv // q // 2 else 2.0
+    offer = np.full(2 * m, np.inf)
+    if offer_sweep(cf, cv, wt, lfirst, cap, np.ones(nv), vdep, used, offer, MAX_SWEEPS,
+                   net.tol[0]) < 0:  # fmt: skip
+        return False
+    got = np.empty(m)
+    rates_of(cf, wt, offer, got)
+    for v in links:
+        used[v] = 0.0
+    a_rate = c.a_rate
+    for i in range(m):
+        a_rate[at[i]] = got[i]
+        used[cv[2 * i]] += got[i] * wt[i]
+        used[cv[2 * i + 1]] += got[i] * wt[i]
+    for v in links:
+        net.filled[v] = _capacity(v, q, cap, used)
+    return True
 
 
 @kernel

@@ -21,6 +21,7 @@ from grouper.simulator.fast_fallback import drop_fallback_rates
 from grouper.simulator.fast_fill import allocate_classes
 from grouper.simulator.grouping import csr, runs
 from grouper.simulator.kernel import kernel
+from grouper.simulator.offer_sweep import MAX_CYCLE
 
 EPS = 1e-9  # as the engine's: bytes below it are no bytes
 
@@ -171,7 +172,7 @@ def _net(
         np.zeros(nv, np.int64), np.full(nv, -1, np.int64), lcls, other,
         np.zeros(2 * nc, np.int64), vstart[:-1].copy(), kpos,
         np.empty(nc, np.int64), np.zeros(nv, np.bool_), np.empty(2 * nc, np.int64),
-        z.copy(),
+        z.copy(), np.full(nv + 1, -1, np.int64), np.full(1, MAX_CYCLE, np.int64),
     )  # fmt: skip
 
 

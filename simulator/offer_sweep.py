@@ -28,6 +28,8 @@ import numpy as np
 from grouper.simulator.grouping import csr
 from grouper.simulator.kernel import kernel
 
+MAX_SWEEPS = 400  # the engines' bounds: past them a cycle's components are filled
+MAX_CYCLE = 128  # one after another (queues of the cycle)
 PLAIN = 50  # sweeps that set every offer to its level; after them each moves halfway
 DAMPED = 0.5  # there (the offers of a cycle of queues can swing for ever otherwise)
 
@@ -35,7 +37,8 @@ DAMPED = 0.5  # there (the offers of a cycle of queues can swing for ever otherw
 @kernel
 def offer_sweep(
     cf: np.ndarray, cv: np.ndarray, wt: np.ndarray, lfirst: np.ndarray, cap_v: np.ndarray,
-    cost: np.ndarray, vdep: np.ndarray, offer: np.ndarray, max_sweeps: int, tol: float,
+    cost: np.ndarray, vdep: np.ndarray, fixed: np.ndarray, offer: np.ndarray,
+    max_sweeps: int, tol: float,
 ) -> int:  # fmt: skip
     """Sweeps from ``offer`` (one per crossing, updated in place) until no offer moves
     by more than ``tol``; the sweeps that took, or -1 when ``max_sweeps`` ran out.
@@ -44,11 +47,12 @@ def offer_sweep(
     numbered link by link, a link's queues from the highest, ``lfirst[v]`` the first of
     ``v``'s link; ``cap_v``, ``cost`` and ``vdep`` each virtual link's capacity, cost
     per unit of rate and its link's depth. ``wt[f]`` is how many flows ``f`` stands
-    for (0: none, it takes no part)."""
+    for (0: none, it takes no part). A queue of a swept link with no crossing keeps
+    the use ``fixed[v]`` (per unit of cost): the flows swept share what it leaves."""
     n, nv = len(wt), len(lfirst)
     by_f, f_start = csr(cf, n)
     by_v, v_start = csr(cv, nv)
-    links = _links_by_depth(lfirst, vdep)
+    links = _links_by_depth(cv, lfirst, vdep)
     dem, key = np.empty(len(cf)), np.empty(len(cf))
     for s in range(max_sweeps):
         step = 1.0 if s < PLAIN else DAMPED
@@ -70,6 +74,8 @@ def offer_sweep(
                             moved = max(moved, abs(new - offer[i]))
                             offer[i] = new
                     avail = max(avail - use, 0.0)
+                else:
+                    avail = max(avail - fixed[v] * cost[v], 0.0)
                 v += 1
         if moved <= tol:
             return s + 1
@@ -88,9 +94,10 @@ def rates_of(cf: np.ndarray, wt: np.ndarray, offer: np.ndarray, out: np.ndarray)
 
 
 @kernel
-def _links_by_depth(lfirst: np.ndarray, vdep: np.ndarray) -> np.ndarray:
-    """The links (by their first virtual link) in order of depth, then of number."""
-    firsts = np.unique(lfirst)
+def _links_by_depth(cv: np.ndarray, lfirst: np.ndarray, vdep: np.ndarray) -> np.ndarray:
+    """The links the crossings ``cv`` are on (by their first virtual link), in order
+    of depth, then of number."""
+    firsts = np.unique(lfirst[cv])
     return firsts[np.argsort(vdep[firsts], kind="mergesort")]
 
 

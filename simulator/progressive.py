@@ -4,7 +4,7 @@ heap of saturation levels: the kernel ``fast_fill`` runs over flow classes.
 Members each cross two links with some flows, listed on both (each list entry: the
 member, its other link, its flows). Every link whose residual falls to ``tol``
 saturates and freezes its unfrozen members at the level reached
-(``allocator_kernel._maxmin``'s rule). A level only rises when a member leaves a link,
+(``allocator_fill.maxmin``'s rule). A level only rises when a member leaves a link,
 so a stale heap entry is pushed back when it surfaces.
 """
 
@@ -92,7 +92,7 @@ def links_of(
 @kernel
 def maxmin(rate: np.ndarray, cap: np.ndarray, links: np.ndarray, lists: tuple, ws: tuple) -> None:
     """Exact progressive filling of the members listed on ``links`` in link capacities
-    ``cap`` (``allocator_kernel._maxmin``: every link whose residual falls to ``tol``
+    ``cap`` (``allocator_fill.maxmin``: every link whose residual falls to ``tol``
     saturates and freezes its members at the level reached). ``lists`` = (start, end,
     member, other link, flows): link v's entries are ``start[v]..end[v]-1``, each a
     member, the other link it crosses (in ``links`` too) and its flows. Rates into

@@ -16,6 +16,7 @@ from scipy.sparse.csgraph import connected_components
 from grouper.simulator.aitken import EVERY, RATIO
 from grouper.simulator.allocator import EPS, MAX_ROUNDS, crossings
 from grouper.simulator.newton_end import EXACT, SPOT, ZERO
+from grouper.simulator.offer_sweep import DAMPED, MAX_CYCLE, MAX_SWEEPS, PLAIN
 
 
 def efficiency(k: np.ndarray, penalty: float) -> np.ndarray:
@@ -34,6 +35,7 @@ def allocate_reference(
     per_crossing: bool = False,
     start: np.ndarray | None = None,
     ended: np.ndarray | None = None,
+    max_cycle: int = MAX_CYCLE,
 ) -> np.ndarray:
     """``simulator.allocator.allocate``, in whole-array numpy."""
     pf, pl, pq, n = crossings(incidence, queue, per_crossing)
@@ -68,8 +70,9 @@ def allocate_reference(
     before: list[np.ndarray] = []  # every round's use (after its jump, if any)
     for k in range(MAX_ROUNDS):
         rates, filled, in_cycle = _ordered_round(
-            pf, vidx, vlink, capacity[vlink], capacities(used), used, cost, n, tol, gone
-        )
+            pf, vidx, vlink, capacity[vlink], capacities(used), used, cost, n, tol, gone,
+            _depths(pf, pl)[vlink], max_cycle,
+        )  # fmt: skip
         used = use(rates)
         if np.allclose(capacities(used)[moves], filled[moves], rtol=1e-9, atol=tol):
             return rates  # settled
@@ -100,12 +103,14 @@ def aitken(
 def _ordered_round(
     pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, link_cap: np.ndarray,
     vcap: np.ndarray, used: np.ndarray, cost: np.ndarray, n: int, tol: float,
-    gone: np.ndarray,
+    gone: np.ndarray, dep_v: np.ndarray, max_cycle: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """One round, queues in order: flows with every queue open (``vcap > tol``), their
     components (scipy), filled in an order where a component comes after those with a
     queue above one of its queues on a link; the components of a cycle of that relation
-    in their place, one after another in the order of its sweep, each in capacities
+    (of at most ``max_cycle`` queues) solved together by offers (``offers_reference``),
+    or where those do not settle, in
+    their place, one after another in the order of its sweep, each in capacities
     from the fresh use before it and ``used`` for the rest. Rates, every queue's
     capacity at its filling (``vcap`` where no flow of it was filled), and which queues
     are in a cycle's components."""
@@ -136,14 +141,83 @@ def _ordered_round(
         rates[pf[sel]] = got[pf[sel]]
         u[queues] = np.bincount(vidx[sel], weights=got[pf[sel]], minlength=nv)[queues]
 
+    def by_offers(queues: np.ndarray) -> bool:
+        sel = on & np.isin(vidx, queues)
+        got = offers_reference(pf[sel], vidx[sel], vlink, link_cap, cost, dep_v, u, tol)
+        if got is None:
+            return False
+        rates[pf[sel]] = got[pf[sel]]
+        u[queues] = np.bincount(vidx[sel], weights=got[pf[sel]], minlength=nv)[queues]
+        for v in queues:
+            above = (vlink == vlink[v]) & (np.arange(nv) < v)
+            filled[v] = max(link_cap[v] - float((u[above] * cost[above]).sum()), 0.0)
+        return True
+
     _, loops = queue_relation(comp, vlink)
     in_cycle = np.zeros(nv, dtype=bool)
     for group in queue_groups(comp, vlink):
         if len(group) > 1 or group[0] in loops:
             in_cycle |= np.isin(comp, group)
+            queues = np.flatnonzero(np.isin(comp, group))
+            if len(queues) <= max_cycle and by_offers(queues):
+                continue
         for c in group:  # a cycle's components one after another (a sweep)
             fill(np.flatnonzero(comp == c))
     return rates, filled, in_cycle
+
+
+def offers_reference(
+    pf: np.ndarray, vidx: np.ndarray, vlink: np.ndarray, link_cap: np.ndarray,
+    cost: np.ndarray, dep_v: np.ndarray, fixed: np.ndarray, tol: float,
+) -> np.ndarray | None:  # fmt: skip
+    """``simulator.offer_sweep``: every crossing's offer, from infinity, the links swept
+    by depth and each link's queues from the highest, a queue's offer the level at which
+    its flows (each at most its least offer elsewhere) fill what the queues above
+    leave (``fixed`` use for a queue with no crossing here); damped after ``PLAIN``
+    sweeps. Each flow's least offer (0 for flows with no crossing), or None where the
+    sweeps do not settle."""
+    n = int(pf.max()) + 1 if len(pf) else 0
+    offer = np.full(len(pf), np.inf)
+    links = sorted(set(vlink[vidx].tolist()), key=lambda lk: (dep_v[vlink == lk][0], lk))
+    for s in range(MAX_SWEEPS):
+        step, moved = (1.0 if s < PLAIN else DAMPED), 0.0
+        for lk in links:
+            avail = float(link_cap[vlink == lk][0])
+            for v in np.flatnonzero(vlink == lk):
+                mine = np.flatnonzero(vidx == v)
+                if len(mine) == 0:
+                    avail = max(avail - fixed[v] * cost[v], 0.0)
+                    continue
+                demand = np.array([
+                    offer[(pf == pf[i]) & (np.arange(len(pf)) != i)].min(initial=np.inf)
+                    for i in mine
+                ])  # fmt: skip
+                level, use = _level(np.sort(demand), cost[v], avail)
+                new = np.full(len(mine), level)
+                damp = (step < 1) & np.isfinite(offer[mine]) & np.isfinite(level)
+                new[damp] = offer[mine][damp] + step * (level - offer[mine][damp])
+                changed = new != offer[mine]
+                if changed.any():
+                    moved = max(moved, float(np.abs(new - offer[mine])[changed].max()))
+                offer[mine] = new
+                avail = max(avail - use, 0.0)
+        if moved <= tol:
+            rates = np.full(n, np.inf)
+            np.minimum.at(rates, pf, offer)
+            return np.where(np.isfinite(rates), rates, 0.0)
+    return None
+
+
+def _level(d: np.ndarray, c: float, avail: float) -> tuple[float, float]:
+    """The level x where ``sum c min(d, x) = avail`` for demands ``d`` (sorted), and
+    the use at it; inf (and every demand's use) where they all fit."""
+    m = len(d)
+    taken = c * np.r_[0.0, np.cumsum(d)[:-1]]  # what the demands below each one take
+    share = (avail - taken) / (c * (m - np.arange(m)))
+    over = np.flatnonzero(d > share)
+    if len(over) == 0:
+        return np.inf, float(c * d.sum())
+    return float(share[over[0]]), float(taken[over[0]] + c * (m - over[0]) * share[over[0]])
 
 
 def queue_relation(comp: np.ndarray, vlink: np.ndarray) -> tuple[list[tuple[int, int]], set]:

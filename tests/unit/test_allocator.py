@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from scipy import sparse
 
 from grouper.simulator.allocator import allocate_settled
+from grouper.simulator.offer_sweep import MAX_CYCLE
 from tests.unit.allocator_reference import allocate_reference
 
 
@@ -109,6 +110,31 @@ def crossing(paths: list[list[tuple[int, int]]]) -> tuple[tuple[np.ndarray, np.n
     return (np.array(pf), np.array(pl)), [q for p in paths for _, q in p]
 
 
+@pytest.mark.parametrize(
+    "paths, want, middle",
+    [
+        ([[(0, 0), (3, 0)], [(0, 1), (3, 0)]], [1, 0], [0.5, 0.5]),  # ab
+        (
+            [[(0, 0), (3, 0)], [(0, 1), (4, 0)], [(1, 0), (4, 0)], [(1, 1), (3, 0)]],
+            [1, 0, 1, 0],
+            [0.5] * 4,
+        ),  # cross
+    ],
+    ids=["ab", "cross"],
+)
+def test_a_pooled_queue_cycle_settles_where_the_upstream_queue_decides(paths, want, middle):
+    """The pooled-queue bench's cases (NIC bands 0 and 1 pooled in one queue of the
+    receiver's port, links 0-2 NICs, 3-5 ports): the cycle solved by offers gives the
+    upper NIC band the link, as TCP does; filled part by part, the rounds settle in the
+    continuum's middle."""
+    pairs, queues = crossing(paths)
+    got = allocate_settled(pairs, np.ones(6), np.array(queues), per_crossing=True)
+    assert got.settled and got.rates == pytest.approx(want, abs=1e-12)
+    rounds = allocate_settled(pairs, np.ones(6), np.array(queues), per_crossing=True,
+                              max_cycle=0)  # fmt: skip
+    assert rounds.rates == pytest.approx(middle, abs=1e-9)
+
+
 def test_each_link_serves_a_flow_by_its_own_queue_there():
     """The issue's example: on a shared 10-unit NIC, A has NIC band 1 (receiver band 5)
     and B NIC band 2 (receiver band 1), receivers apart. A priority qdisc serves A first.
@@ -180,7 +206,8 @@ def test_compiled_kernel_gives_the_numpy_reference_rates(data):
     (their start in the first round's use only): the compiled allocator and the
     plain-numpy reference agree, and a flow that ended gets no rate."""
     pairs, cap, queues, task, penalty, start, ended = _random_instance(data)
-    kw = {"per_crossing": True, "start": start, "ended": ended}
+    cycle = data.draw(st.sampled_from([0, MAX_CYCLE]))  # cycles part by part, by offers
+    kw = {"per_crossing": True, "start": start, "ended": ended, "max_cycle": cycle}
     got = allocate(pairs, cap, queues, task, penalty, **kw)
     want = allocate_reference(pairs, cap, queues, task, penalty, **kw)
     assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
@@ -195,7 +222,7 @@ def _kernel(pf: list, pl: list, pq: list, start: list, gone: list, rounds: int) 
     a = (np.asarray(x, dtype=np.int64) for x in (pf, pl, pq))
     return allocate_kernel(
         *a, np.zeros(len(pf), np.int64), np.ones(2), 0.0, n, np.asarray(start, float), True,
-        np.asarray(gone, bool), 1e-12, rounds,
+        np.asarray(gone, bool), 1e-12, rounds, MAX_CYCLE,
     )  # fmt: skip
 
 

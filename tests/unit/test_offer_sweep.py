@@ -35,7 +35,7 @@ def swept(paths: list, capacity: np.ndarray, depth: np.ndarray, weight=None) -> 
     offer = np.full(len(pf), np.inf)
     sweeps = offer_sweep(np.asarray(pf, np.int64), cv.astype(np.int64), wt, lfirst,
                          capacity[vlink], np.ones(len(keys)), depth[vlink].astype(float),
-                         offer, 5000, 1e-13)  # fmt: skip
+                         np.zeros(len(keys)), offer, 5000, 1e-13)  # fmt: skip
     assert sweeps > 0, "the sweeps did not settle"
     out = np.empty(len(paths))
     rates_of(np.asarray(pf, np.int64), wt, offer, out)
@@ -70,10 +70,24 @@ def test_on_a_big_switch_it_gives_the_rules_rates(case):
     equals_the_enumeration(*case, compute=swept)
 
 
-def settles_at_once(paths: list, capacity: np.ndarray, got: np.ndarray) -> None:
-    """The engines' rounds, started from ``got``, settle at once on it: a fixed point."""
+def engines(paths: list, capacity: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """The engines' allocation (``allocate_settled``: cycles swept by offers)."""
     (pf, pl), pq = crossing(paths)
-    again = allocate_settled((pf, pl), capacity, np.array(pq), per_crossing=True, start=got)
+    return allocate_settled((pf, pl), capacity, np.array(pq), per_crossing=True).rates
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(instance(BIG_SWITCH))
+def test_on_a_big_switch_the_engines_give_the_rules_rates(case):
+    equals_the_enumeration(*case, compute=engines)
+
+
+def settles_at_once(paths: list, capacity: np.ndarray, got: np.ndarray) -> None:
+    """The engines' rounds filling every cycle part by part (which keep any fixed point
+    they start from), started from ``got``, settle at once on it: a fixed point."""
+    (pf, pl), pq = crossing(paths)
+    kw = {"per_crossing": True, "start": got, "max_cycle": 0}
+    again = allocate_settled((pf, pl), capacity, np.array(pq), **kw)
     assert again.settled
     assert again.rates == pytest.approx(got, abs=1e-9)
 
@@ -91,3 +105,15 @@ def test_on_160_flows_it_settles_at_a_fixed_point(seed):
     sweeps' offers cycle (periods of 2 to 4 sweeps) and the damped ones settle."""
     paths, capacity, depth = leaf_spine_flows(seed, 160)
     settles_at_once(paths, capacity, swept(paths, capacity, depth))
+
+
+def test_a_queue_outside_the_sweep_keeps_its_use():
+    """Virtual links 0 and 1 are queues 0 and 1 of a NIC, 2 a port's: the flow swept
+    (NIC queue 1, then the port) gets what queue 0's use (0.4, not swept) leaves."""
+    cf, cv = np.array([0, 0]), np.array([1, 2])
+    lfirst, cap, dep = np.array([0, 0, 2]), np.ones(3), np.array([1.0, 1.0, 2.0])
+    offer, out = np.full(2, np.inf), np.empty(1)
+    assert offer_sweep(cf, cv, np.ones(1), lfirst, cap, np.ones(3), dep,
+                       np.array([0.4, 0.0, 0.0]), offer, 100, 1e-13) > 0  # fmt: skip
+    rates_of(cf, np.ones(1), offer, out)
+    assert out == pytest.approx([0.6])
