@@ -223,12 +223,11 @@ def _ordered_round(
     round's use) and the flows whose queues are all open; their components filled one
     after another so that a queue's capacity comes from the rates just computed above it
     (``queue_order``). The components of a cycle of at most ``max_cycle`` queues are
-    solved together by offers (``offer_sweep``) in what the queues above leave;
-    where the sweeps do not settle, or the cycle is larger,
-    filled in the order of its sweep, each in what the fresh use before it and the last
-    round's use of the rest leave it. Rates, and each queue's capacity at its filling
-    (the last round's for a queue with no flow filled), and which queues are in a
-    cycle's components."""
+    solved together by offers (``offer_sweep``) in what the queues above leave; those
+    of a larger cycle, or where the sweeps do not settle, are filled in the order of
+    its sweep, each in what the fresh use before it and the last round's use of the
+    rest leave it. Rates, and each queue's capacity at its filling (the last round's
+    for a queue with no flow filled), and which queues are in a cycle's components."""
     vcap = _capacities(used, cost, cap_v, vlink)
     comp, active, nc = flow_components(pf, vidx, vcap, n, tol, by_flow, flow_start, gone)
     order, gstart, cyc = component_order(comp, vlink, nc)

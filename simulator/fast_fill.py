@@ -239,7 +239,7 @@ def _sweep_cycle(c: Classes, net: Net, links: np.ndarray, q: int) -> bool:
     active set, the use of their queues and the capacities it leaves (``used``,
     ``filled``). False (nothing changed) where the sweeps do not settle."""
     vstart, aend, lcls, lapos, lmult = net.vstart, net.aend, net.lcls, net.lapos, net.lmult
-    up = c.up
+    up, down = c.up, c.down
     m = 0
     for v in links:
         for e in range(vstart[v], aend[v]):
@@ -252,7 +252,7 @@ def _sweep_cycle(c: Classes, net: Net, links: np.ndarray, q: int) -> bool:
             k = lcls[e]
             if up[k] == v:  # each class once, from its uplink
                 cf[2 * j], cf[2 * j + 1] = j, j
-                cv[2 * j], cv[2 * j + 1] = v, c.down[k]
+                cv[2 * j], cv[2 * j + 1] = v, down[k]
                 wt[j], at[j] = lmult[e], lapos[e]
                 j += 1
     cap, used, nv = net.cap, net.used, len(net.cap)
@@ -273,8 +273,9 @@ def _sweep_cycle(c: Classes, net: Net, links: np.ndarray, q: int) -> bool:
         a_rate[at[i]] = got[i]
         used[cv[2 * i]] += got[i] * wt[i]
         used[cv[2 * i + 1]] += got[i] * wt[i]
+    filled = net.filled
     for v in links:
-        net.filled[v] = _capacity(v, q, cap, used)
+        filled[v] = _capacity(v, q, cap, used)
     return True
 
 

@@ -17,8 +17,11 @@ least offer on its path, and every queue gives its flows max-min what the queues
 it leave. Started from offers of ``inf``, the sweeps take the one the fabric takes
 where the model has many (a pooled queue closing a priority cycle): the upstream link
 offers first, so it binds first, and the downstream queue sees only what passed it.
-That is the rule of ``fabric_rule`` (an upstream constraint decides a tie with a
-downstream one); ``tests/unit/test_offer_sweep.py`` checks the two against each other.
+On a big switch that is the rule of ``fabric_rule`` (an upstream constraint decides a
+tie with a downstream one) on every random instance ``tests/unit/test_offer_sweep.py``
+checks; on longer paths, where damped sweeps can stop at another point of a
+continuum, not always. The engines solve a priority cycle of up to ``MAX_CYCLE``
+queues this way (``allocator_fill.sweep_in``, ``fast_fill._sweep_cycle``).
 """
 
 from __future__ import annotations

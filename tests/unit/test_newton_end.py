@@ -36,7 +36,8 @@ def newton(paths: list, capacity: np.ndarray, depth: np.ndarray, rates) -> np.nd
 
 
 def rounds(paths: list, capacity: np.ndarray, k: int) -> np.ndarray:
-    """The rates of the allocator's ``k``-th round from 0 (its last filling)."""
+    """The rates of the allocator's ``k``-th round from 0 (its last filling), every
+    cycle filled part by part (the rounds that reach a piece without settling)."""
     (pf, pl), pq = crossing(paths)
     n = len(paths)
     a = (np.asarray(x, dtype=np.int64) for x in (pf, pl, pq))
