@@ -86,7 +86,10 @@ def allocate_settled(
     (after a fallback they are closer to the fixed point than the fallback's rates).
 
     ``incidence`` is a flow x link matrix (1 where the flow crosses the link) or, faster,
-    a pair of arrays (flow index, link index) with one entry per crossing. ``queue`` has
+    a pair of arrays (flow index, link index) with one entry per crossing, each flow's
+    in path order: a link's depth (its earliest hop on a path, which orders the sweeps
+    by offers and the exact end's rule on ties) is read from that order, and a matrix
+    gives each flow's links in the order of their numbers. ``queue`` has
     one entry per flow (the same queue on every link of its path) or, with
     ``per_crossing``, one per crossing in the order of the pairs. ``task`` (job of every
     flow) and ``penalty`` (eta / b) turn on the contention model. ``start`` (rates of
