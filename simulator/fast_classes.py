@@ -4,7 +4,8 @@ by ``fast_state.rebuild``; read and written by the compiled kernels of ``fast_fi
 ``progressive`` and ``fast_state``. A kernel called per link or per class takes the
 arrays it uses, not these tuples: numba reference-counts every array of a tuple passed
 to a call (``fast_fill``). ``virtual_capacity`` is the arithmetic of ``Net.vcap``,
-shared by the filling (``fast_fill``) and its exact end (``fast_exact``).
+shared by the filling (``fast_fill``) and its exact end (``fast_exact``), and
+``queue_layout`` what both read of the queues' places.
 """
 
 from __future__ import annotations
@@ -120,3 +121,16 @@ def virtual_capacity(used: np.ndarray, cap: np.ndarray, q: int, out: np.ndarray)
             v = p * q + b
             out[v] = max(cap[v] - above, 0.0)
             above += used[v]
+
+
+@kernel
+def queue_layout(nv: int, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every virtual link's first queue on its port and its port's depth (an uplink 1,
+    a downlink 2: the ports below half are uplinks), as ``newton_end`` and
+    ``offer_sweep`` read them: for the exact end (``fast_exact``) and the cycles swept
+    by offers (``fast_fill``)."""
+    lfirst, vdep = np.empty(nv, np.int64), np.empty(nv)
+    for v in range(nv):
+        lfirst[v] = v - v % q
+        vdep[v] = 1.0 if v // q < nv // q // 2 else 2.0
+    return lfirst, vdep

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grouper.simulator.fast_classes import Classes, Net, virtual_capacity
+from grouper.simulator.fast_classes import Classes, Net, queue_layout, virtual_capacity
 from grouper.simulator.kernel import kernel
 from grouper.simulator.newton_end import newton_end
 
@@ -32,10 +32,7 @@ def exact_end(c: Classes, net: Net, q: int, tol: float) -> bool:
         cf[2 * i], cf[2 * i + 1] = i, i
         cv[2 * i], cv[2 * i + 1] = up[aset[i]], down[aset[i]]
         wt[i] = mult[aset[i]]
-    lfirst, vdep = np.empty(nv, np.int64), np.empty(nv)
-    for v in range(nv):
-        lfirst[v] = v - v % q
-        vdep[v] = 1.0 if v // q < nv // q // 2 else 2.0
+    lfirst, vdep = queue_layout(nv, q)
     out = np.zeros(na)
     if not newton_end(cf, cv, wt, a_rate[:na], lfirst, cap, np.ones(nv), vdep, out):
         return False

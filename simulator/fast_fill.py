@@ -44,7 +44,7 @@ import numpy as np
 from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_active import drop_gone, toggle
-from grouper.simulator.fast_classes import Classes, Net, virtual_capacity
+from grouper.simulator.fast_classes import Classes, Net, queue_layout, virtual_capacity
 from grouper.simulator.fast_exact import exact_end
 from grouper.simulator.fast_fallback import drop_fallback_rates, fallback
 from grouper.simulator.kernel import kernel
@@ -256,10 +256,7 @@ def _sweep_cycle(c: Classes, net: Net, links: np.ndarray, q: int) -> bool:
                 wt[j], at[j] = lmult[e], lapos[e]
                 j += 1
     cap, used, nv = net.cap, net.used, len(net.cap)
-    lfirst, vdep = np.empty(nv, np.int64), np.empty(nv)
-    for v in range(nv):
-        lfirst[v] = v - v % q
-        vdep[v] = 1.0 if v // q < nv // q // 2 else 2.0
+    lfirst, vdep = queue_layout(nv, q)
     offer = np.full(2 * m, np.inf)
     if offer_sweep(cf, cv, wt, lfirst, cap, np.ones(nv), vdep, used, offer, MAX_SWEEPS,
                    net.tol[0]) < 0:  # fmt: skip

@@ -110,6 +110,18 @@ def crossing(paths: list[list[tuple[int, int]]]) -> tuple[tuple[np.ndarray, np.n
     return (np.array(pf), np.array(pl)), [q for p in paths for _, q in p]
 
 
+def virtual_links(paths: list[list[tuple[int, int]]]) -> tuple[np.ndarray, ...]:
+    """The (flow, virtual link) of every crossing of ``paths``, virtual links numbered
+    link by link, queues from the highest, and each one's link and first queue on it:
+    the crossings as ``newton_end`` and ``offer_sweep`` take them."""
+    (pf, pl), pq = crossing(paths)
+    span = int(max(pq)) + 1
+    keys, cv = np.unique(pl * span + np.asarray(pq), return_inverse=True)
+    vlink = keys // span
+    lfirst = np.searchsorted(vlink, vlink).astype(np.int64)
+    return pf.astype(np.int64), cv.astype(np.int64), vlink, lfirst
+
+
 @pytest.mark.parametrize(
     "paths, want, middle",
     [

@@ -26,7 +26,9 @@ def both(paths: list, capacity: np.ndarray, depth: np.ndarray) -> tuple[np.ndarr
     return fill_rates(pf, pl, pq, capacity, depth), fabric_rates(pf, pl, pq, capacity, depth)
 
 
-@pytest.mark.parametrize(
+# the pooled-queue bench's cases on a big switch (links 0-2 NICs, 3-5 ports) and the
+# rule's rates
+POOLED_CASES = pytest.mark.parametrize(
     "paths, want",
     [
         ([[(0, 0), (3, 0)], [(0, 1), (3, 0)]], [1, 0]),  # ab: the NIC decides
@@ -37,6 +39,9 @@ def both(paths: list, capacity: np.ndarray, depth: np.ndarray) -> tuple[np.ndarr
     ],
     ids=["ab", "abc", "cross", "three", "tied"],
 )
+
+
+@POOLED_CASES
 def test_the_pooled_queue_cases(paths, want):
     got, defined = both(paths, np.ones(6), BIG_SWITCH[0])
     assert got == pytest.approx(want, abs=1e-9)

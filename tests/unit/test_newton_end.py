@@ -16,22 +16,18 @@ from hypothesis import strategies as st
 from grouper.simulator.allocator_kernel import allocate_kernel
 from grouper.simulator.fabric_rule import NotUnique, fabric_rates
 from grouper.simulator.newton_end import newton_end
-from tests.unit.test_allocator import crossing
+from tests.unit.test_allocator import crossing, virtual_links
 from tests.unit.test_fabric_fill import BIG_SWITCH, FOUR_TIERS, instance
 
 
 def newton(paths: list, capacity: np.ndarray, depth: np.ndarray, rates) -> np.ndarray | None:
     """``newton_end`` from ``rates`` on the flows ``paths`` ((link, queue) hops); None
     where it refuses."""
-    (pf, pl), pq = (np.asarray(x) for x in crossing(paths)[0]), np.asarray(crossing(paths)[1])
-    span = int(pq.max()) + 1
-    keys, cv = np.unique(pl * span + pq, return_inverse=True)
-    vlink = keys // span
-    lfirst = np.searchsorted(vlink, vlink)
+    pf, cv, vlink, lfirst = virtual_links(paths)
     out = np.zeros(len(paths))
-    ok = newton_end(np.asarray(pf), cv.astype(np.int64), np.ones(len(paths)),
-                    np.asarray(rates, float), lfirst.astype(np.int64), capacity[vlink],
-                    np.ones(len(keys)), depth[vlink].astype(float), out)  # fmt: skip
+    ok = newton_end(pf, cv, np.ones(len(paths)), np.asarray(rates, float), lfirst,
+                    capacity[vlink], np.ones(len(vlink)), depth[vlink].astype(float),
+                    out)  # fmt: skip
     return out if ok else None
 
 

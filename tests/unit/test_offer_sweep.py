@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 
 from grouper.simulator.allocator import allocate_settled
 from grouper.simulator.offer_sweep import offer_sweep, rates_of
-from tests.unit.test_allocator import crossing
+from tests.unit.test_allocator import crossing, virtual_links
 from tests.unit.test_fabric_fill import (
     BIG_SWITCH,
     FOUR_TIERS,
+    POOLED_CASES,
     equals_the_enumeration,
     instance,
     leaf_spine_flows,
@@ -26,33 +27,19 @@ from tests.unit.test_fabric_fill import (
 def swept(paths: list, capacity: np.ndarray, depth: np.ndarray, weight=None) -> np.ndarray:
     """The rates where the sweeps from offers of ``inf`` settle, on flows ``paths``
     ((link, queue) hops); AssertionError where they do not within 5,000 sweeps."""
-    (pf, pl), pq = crossing(paths)
-    span = int(max(pq)) + 1
-    keys, cv = np.unique(np.asarray(pl) * span + np.asarray(pq), return_inverse=True)
-    vlink = keys // span
-    lfirst = np.searchsorted(vlink, vlink).astype(np.int64)
+    pf, cv, vlink, lfirst = virtual_links(paths)
+    nv = len(vlink)
     wt = np.ones(len(paths)) if weight is None else np.asarray(weight, float)
     offer = np.full(len(pf), np.inf)
-    sweeps = offer_sweep(np.asarray(pf, np.int64), cv.astype(np.int64), wt, lfirst,
-                         capacity[vlink], np.ones(len(keys)), depth[vlink].astype(float),
-                         np.zeros(len(keys)), offer, 5000, 1e-13)  # fmt: skip
+    sweeps = offer_sweep(pf, cv, wt, lfirst, capacity[vlink], np.ones(nv),
+                         depth[vlink].astype(float), np.zeros(nv), offer, 5000, 1e-13)  # fmt: skip
     assert sweeps > 0, "the sweeps did not settle"
     out = np.empty(len(paths))
-    rates_of(np.asarray(pf, np.int64), wt, offer, out)
+    rates_of(pf, wt, offer, out)
     return out
 
 
-@pytest.mark.parametrize(
-    "paths, want",
-    [
-        ([[(0, 0), (3, 0)], [(0, 1), (3, 0)]], [1, 0]),  # ab: the NIC decides
-        ([[(0, 0), (3, 0)], [(0, 1), (3, 0)], [(1, 0), (3, 0)]], [1 / 3] * 3),  # abc
-        ([[(0, 0), (3, 0)], [(0, 1), (4, 0)], [(1, 0), (4, 0)], [(1, 1), (3, 0)]], [1, 0, 1, 0]),
-        ([[(0, 0), (3, 0)], [(0, 1), (3, 0)], [(0, 2), (4, 0)], [(1, 0), (4, 0)]], [1, 0, 0, 1]),
-        ([[(0, 0), (3, 0)], [(0, 0), (3, 0)], [(0, 1), (3, 0)]], [0.5, 0.5, 0]),  # tied
-    ],
-    ids=["ab", "abc", "cross", "three", "tied"],
-)
+@POOLED_CASES
 def test_the_pooled_queue_cases(paths, want):
     assert swept(paths, np.ones(6), BIG_SWITCH[0]) == pytest.approx(want, abs=1e-12)
 
