@@ -44,11 +44,15 @@ def test_where_bands_pool_tcp_settles_where_the_upstream_link_decides():
     """A cycle across two hosts (each NIC's top band to one port, its second band to the
     other) and two flows tied in a band above a third: TCP gives the NICs' top bands the
     links; the simulator and the rule (simulator/fabric_rule.py) are within 10% of the
-    link of TCP on every flow."""
+    link of TCP on every flow of the cycle, and on the tied band's total (how TCP splits
+    one band between two flows over 4 s varies: 15.8 and 3.3 Mbit/s in one CI run)."""
     got = run(["cross", "tied"], MBPS, 4.0)["cases"]
-    assert got["cross"]["measured"]["a"] > 0.8 * MBPS, got["cross"]
-    assert got["cross"]["measured"]["b"] < 0.1 * MBPS, got["cross"]
-    assert got["tied"]["measured"]["e"] < 0.1 * MBPS, got["tied"]
-    for case in got.values():
-        assert case["rule_error"] < 0.10, case
-        assert case["model_error"] < 0.10, case
+    cross, tied = got["cross"], got["tied"]
+    assert cross["measured"]["a"] > 0.8 * MBPS, cross
+    assert cross["measured"]["b"] < 0.1 * MBPS, cross
+    assert cross["rule_error"] < 0.10 and cross["model_error"] < 0.10, cross
+    assert tied["measured"]["e"] < 0.1 * MBPS, tied
+    band = tied["measured"]["a"] + tied["measured"]["b"]
+    for rates in (tied["model"], tied["rule"]):
+        assert abs(rates["a"] + rates["b"] - band) < 0.10 * MBPS, tied
+        assert abs(rates["e"] - tied["measured"]["e"]) < 0.10 * MBPS, tied
