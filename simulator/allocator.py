@@ -21,10 +21,10 @@ offers swept upstream first (:mod:`simulator.offer_sweep`: where the model has m
 fixed points, the one where an upstream queue decides, as the fabric does), or, in a
 cycle of more than ``MAX_CYCLE`` queues or where the offers do not settle, filled one
 after another in a fixed order (a sweep: each in what the fresh rates before it and
-the last round's rates of the rest leave), and what lies below them after. Every
-third round that did not settle, the use of each queue of a cycle's parts jumps to the
-limit of its last two steps where they shrink geometrically (:mod:`simulator.aitken`),
-which is how the rounds over a cycle filled so converge. Rounds stop when every queue
+the last round's rates of the rest leave), and what lies below them after. After
+every round that did not settle, the use of the queues of a cycle's parts moves to
+Anderson's extrapolation from the last rounds (:mod:`simulator.anderson`), which is
+how the rounds over a cycle filled so converge. Rounds stop when every queue
 with a flow that has not ended has the capacity it was filled in. A flow's rate in a
 queue never depends on lower queues, so where "f is above g on some link" never loops
 back, a round is exact for the queues open at its start.

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.allocator_fill import fill_in, maxmin, sweep_in
+from grouper.simulator.anderson import extrapolate, history
 from grouper.simulator.grouping import csr, runs
 from grouper.simulator.kernel import kernel
 from grouper.simulator.newton_end import newton_end
@@ -90,11 +90,13 @@ def allocate_kernel(
     for v in range(nv):
         lfirst[v] = v if v == 0 or vlink[v] != vlink[v - 1] else lfirst[v - 1]
     used = _use(start if warm else np.zeros(n), pf, vidx, nv)
-    h0, h1, moved = np.zeros(nv), np.zeros(nv), np.zeros(nv, np.bool_)
+    xs, gs, mask, held = history(nv)
+    moved = np.zeros(nv, np.bool_)
     top = cap_v / cost  # the most use a queue's link can carry
     rates = np.zeros(n)
     vdep = _depths(pl, vlink, by_flow, flow_start)
     for k in range(max_rounds):
+        start_k = used
         rates, filled, in_cycle = _ordered_round(
             pf, vidx, vlink, lfirst, used, cost, cap_v, n, tol, by_flow, flow_start, by_v,
             v_start, gone, vdep, max_cycle,
@@ -113,9 +115,7 @@ def allocate_kernel(
                                    vdep)  # fmt: skip
             if ok:
                 return exact, True, exact
-        if k % EVERY == EVERY - 1:
-            jump(used, h0, h1, top, tol, in_cycle, moved)
-        h0, h1 = h1, used
+        extrapolate(used, start_k, in_cycle, xs, gs, mask, held, top, tol, moved)
     return (
         _by_worst_queue(pf[real], pl[real], pq[real], tflow[real], capacity, penalty, n, tol),
         False,

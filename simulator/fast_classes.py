@@ -76,8 +76,8 @@ class Net(NamedTuple):
     m_cls: np.ndarray
     m_rate: np.ndarray  # (C,) their rates (the fallback's workspace, as the four above)
     m_used: np.ndarray  # (V,) rate x flows per link
-    dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows, or its use jumped
-    #                    (``aitken``), since the last filling
+    dirty: np.ndarray  # (V,) bool: a class joined, left or lost flows, or its use moved
+    #                    (``anderson``), since the last filling
     part: np.ndarray  # (V,) union-find parents: links joined by active classes
     deg: np.ndarray  # (V,) active classes per link
     books: np.ndarray  # [classes that left since the parts were found, of them since

@@ -6,10 +6,11 @@ receiver band); virtual link ``v = port * q + band``. The allocator's rounds
 (:mod:`simulator.allocator`) are kept: the open queues by the last round's use, their
 parts filled in the order of their queues (a part's capacities from the rates the
 parts above it just got), the parts of a cycle solved together by offers
-(``offer_sweep``; past its bounds, filled in the order of its sweep), the jump of
-every queue's use every third round (:mod:`simulator.aitken`), until every queue's
-capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds, then the exact
-end on the piece they reached (``fast_exact``), else the worst-queue fallback. What
+(``offer_sweep``; past its bounds, filled in the order of its sweep), the use of a
+cycle's queues extrapolated after every round (:mod:`simulator.anderson`), until
+every queue's capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds,
+then the exact end on the piece they reached (``fast_exact``), else the worst-queue
+fallback. What
 changes is the work per round:
 
 * A virtual link with no capacity left (``vcap <= tol``) saturates at once, at level 0,
@@ -28,7 +29,8 @@ changes is the work per round:
   ``tol`` within which a joint filling freezes links of two components at one level.
   A part is filled again, from its links' lists, only when one of its links got other
   classes (a class joined, left or lost flows), another capacity than the one it
-  was filled in, or a jump of its use; the other parts keep their rates.
+  was filled in, or a move of its use (the extrapolation); the other parts keep their
+  rates.
 * The filling itself (``progressive``) takes the next link to saturate from a heap of
   saturation levels: a round costs the refilled classes and the links, not every class.
 
@@ -41,8 +43,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grouper.simulator.aitken import EVERY, jump
 from grouper.simulator.allocator import MAX_ROUNDS
+from grouper.simulator.anderson import extrapolate, history
 from grouper.simulator.fast_active import drop_gone, toggle
 from grouper.simulator.fast_classes import Classes, Net, queue_layout, virtual_capacity
 from grouper.simulator.fast_exact import exact_end
@@ -155,7 +157,7 @@ def _capacities(
 ) -> bool:  # fmt: skip
     """A part's links (``links``) get the capacities the queues above them leave now
     (``used``) in ``filled``; True when the part must be filled again: a link got other
-    classes, another capacity than it was filled in, or a jump of its use. Else it
+    classes, another capacity than it was filled in, or a move of its use. Else it
     keeps its rates. Called for every part of every round, it takes the seven arrays
     it reads: numba counts a reference to every array of a tuple passed to a call."""
     again = False
@@ -315,9 +317,11 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         c.count[3] = 0
         used[:] = net.restart
     virtual_capacity(used, cap, q, vcap)
-    h0, h1 = np.zeros(len(used)), np.zeros(len(used))
+    xs, gs, mask, held = history(len(used))
+    start = np.empty(len(used))
     for k in range(MAX_ROUNDS):
         toggle(c, net, tol)
+        start[:] = used
         _fill(c, net, q)
         virtual_capacity(used, cap, q, again)
         if _settled(net.vnum, net.filled, again, tol):
@@ -326,11 +330,9 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         if k == MAX_ROUNDS - 1 and exact_end(c, net, q, tol):  # the piece reached, solved
             c.count[1] = c.count[0]
             return True
-        if k % EVERY == EVERY - 1:  # a link whose use jumped is filled again
-            jump(used, h0, h1, cap, tol, net.l_cyc, net.dirty)
-            virtual_capacity(used, cap, q, again)
-        h0, h1 = h1, h0
-        h1[:] = used
+        # a link whose use moved is filled again
+        extrapolate(used, start, net.l_cyc, xs, gs, mask, held, cap, tol, net.dirty)
+        virtual_capacity(used, cap, q, again)
         vcap[:] = again
     fallback(c, net, q)
     c.count[3] = 1

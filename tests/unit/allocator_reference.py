@@ -11,10 +11,11 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
-# the model's constants, shared: the rounds' limit, the tolerance, the jumps' schedule
-# and ratio bound (the logic below is written apart; the parameters are the model's)
-from grouper.simulator.aitken import EVERY, RATIO
+# the model's constants, shared: the rounds' limit, the tolerance, the extrapolation's
+# memory, dropping and reach (the logic below is written apart; the parameters are the
+# model's)
 from grouper.simulator.allocator import EPS, MAX_ROUNDS, crossings
+from grouper.simulator.anderson import DROP, MEMORY, REACH
 from grouper.simulator.newton_end import EXACT, SPOT, ZERO
 from grouper.simulator.offer_sweep import DAMPED, MAX_CYCLE, MAX_SWEEPS, PLAIN
 
@@ -67,8 +68,11 @@ def allocate_reference(
 
     moves = np.bincount(vidx[real], minlength=len(vkeys)) > 0
     used = np.zeros(len(vkeys)) if start is None else use(np.asarray(start, float))
-    before: list[np.ndarray] = []  # every round's use (after its jump, if any)
+    rounds: list[tuple[np.ndarray, np.ndarray]] = []  # (start, result) since the cycles'
+    #                                                   queues last changed
+    in_cycle_was = None
     for k in range(MAX_ROUNDS):
+        start_k = used
         rates, filled, in_cycle = _ordered_round(
             pf, vidx, vlink, capacity[vlink], capacities(used), used, cost, n, tol, gone,
             _depths(pf, pl)[vlink], max_cycle,
@@ -81,23 +85,48 @@ def allocate_reference(
         exact = newton_reference(rates, *piece) if k == MAX_ROUNDS - 1 else None
         if exact is not None:
             return exact
-        if k % EVERY == EVERY - 1:
-            jumped = aitken(before[-2], before[-1], used, capacity[vlink] / cost, tol)
-            used = np.where(in_cycle, jumped, used)
-        before.append(used)
+        if in_cycle_was is None or not np.array_equal(in_cycle, in_cycle_was):
+            rounds, in_cycle_was = [], in_cycle
+        rounds = (rounds + [(start_k, used)])[-(MEMORY + 1) :]
+        to = anderson(
+            [x[in_cycle] for x, _ in rounds], [g[in_cycle] for _, g in rounds],
+            (capacity[vlink] / cost)[in_cycle], tol,
+        )  # fmt: skip
+        if to is not None:
+            far = np.abs(to - used[in_cycle]) > tol  # smaller moves are rounding
+            used = used.copy()
+            used[np.flatnonzero(in_cycle)[far]] = to[far]
     return _by_worst_queue(pf[real], pl[real], pq[real], capacity, task, penalty, n, tol)
 
 
-def aitken(
-    h0: np.ndarray, h1: np.ndarray, u: np.ndarray, cap: np.ndarray, tol: float
-) -> np.ndarray:
-    """Aitken's delta-squared per queue: the limit of the geometric sequence h0, h1, u
-    where its steps have one sign, the last more than ``tol`` and at most ``RATIO``
-    times the one before, within [0, cap]; u elsewhere."""
-    d0, d1 = h1 - h0, u - h1
-    go = (d0 * d1 > 0) & (np.abs(d1) > tol) & (np.abs(d1) <= RATIO * np.abs(d0))
-    r = np.divide(d1, d0, out=np.zeros_like(u), where=go)
-    return np.where(go, np.clip(u + d1 * r / np.where(go, 1 - r, 1.0), 0.0, cap), u)
+def anderson(
+    xs: list[np.ndarray], gs: list[np.ndarray], top: np.ndarray, tol: float
+) -> np.ndarray | None:
+    """Anderson's extrapolation (type II) from rounds that started from ``xs`` and gave
+    ``gs``, oldest first: ``g - dG gamma`` within ``[0, top]``, for the ``gamma`` that
+    minimises the residual ``f - dF gamma`` (``f = g - x`` of the last round; ``dF``,
+    ``dG`` the differences of consecutive rounds), directions that add less than
+    ``DROP`` of their length (or no more than ``tol``) to the ones before them left
+    out; None where there is nothing to extrapolate from, or where it would move
+    further than ``REACH`` times the largest residual."""
+    if len(xs) < 2 or xs[-1].size == 0:
+        return None
+    res = np.array([g - x for x, g in zip(xs, gs, strict=True)])
+    if np.abs(res[-1]).max() <= tol:
+        return None
+    df, dg = np.diff(res, axis=0), np.diff(np.array(gs), axis=0)
+    keep = []
+    for c in range(len(df)):  # a direction kept when it adds enough to those before it
+        basis = df[keep].T
+        rest = df[c] - basis @ np.linalg.lstsq(basis, df[c], rcond=None)[0] if keep else df[c]
+        left = np.linalg.norm(rest)
+        if left > DROP * np.linalg.norm(df[c]) and left > tol:
+            keep.append(c)
+    gamma = np.zeros(len(df))
+    if keep:
+        gamma[keep] = np.linalg.lstsq(df[keep].T, res[-1], rcond=None)[0]
+    to = np.clip(gs[-1] - gamma @ dg, 0.0, top)
+    return None if np.abs(to - gs[-1]).max() > REACH * np.abs(res[-1]).max() else to
 
 
 def _ordered_round(

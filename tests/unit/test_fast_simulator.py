@@ -146,19 +146,19 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow(cycle: in
         )  # fmt: skip
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
         assert settled == ok  # the same allocations fall back
-    # priority cycles were among them: parts in a cycle in 664 allocations; filled part
-    # by part, 14 fell back (not settled in ``MAX_ROUNDS`` = 16, and no fixed point on
+    # priority cycles were among them: parts in a cycle in 665 allocations; filled part
+    # by part, 10 fell back (not settled in ``MAX_ROUNDS`` = 16, and no fixed point on
     # the piece the rounds reached: ``newton_end``), by offers none
-    assert unordered > 300 and (fallbacks > 10 if cycle == 0 else fallbacks == 0)
+    assert unordered > 300 and (fallbacks > 5 if cycle == 0 else fallbacks == 0)
 
 
 @pytest.mark.parametrize(
     ("p", "kinds_max", "flows_max", "unordered_min", "fallbacks_min", "cycle"),
     # many ports: coarse parts (unions of components) are common; 4 ports: queues in
-    # cycles and rounds that run out (filled part by part: 1,098 and 12 in 5,891 events
+    # cycles and rounds that run out (filled part by part: 1,094 and 2 in 5,882 events
     # with this seed and ``MAX_ROUNDS`` = 16; with 8 ports, 133 and none; by offers,
     # none run out)
-    [(8, 12, 40, 50, 0, MAX_CYCLE), (4, 20, 60, 300, 0, MAX_CYCLE), (4, 20, 60, 300, 10, 0)],
+    [(8, 12, 40, 50, 0, MAX_CYCLE), (4, 20, 60, 300, 0, MAX_CYCLE), (4, 20, 60, 300, 2, 0)],
 )
 def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start(
     p: int, kinds_max: int, flows_max: int, unordered_min: int, fallbacks_min: int,
