@@ -156,7 +156,7 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow(cycle: in
     ("p", "kinds_max", "flows_max", "unordered_min", "fallbacks_min", "cycle"),
     # many ports: coarse parts (unions of components) are common; 4 ports: queues in
     # cycles and rounds that run out (filled part by part: 1,094 and 2 in 5,882 events
-    # with this seed and ``MAX_ROUNDS`` = 16; with 8 ports, 133 and none; by offers,
+    # with this seed and ``MAX_ROUNDS`` = 16; with 8 ports, 152 and none; by offers,
     # none run out)
     [(8, 12, 40, 50, 0, MAX_CYCLE), (4, 20, 60, 300, 0, MAX_CYCLE), (4, 20, 60, 300, 2, 0)],
 )
