@@ -8,7 +8,9 @@ directory only root may enter, from an address of its own naming, and relays the
 both ways. A servicer finds the caller by that address (``context.peer()``); a call that
 did not come through the relay has no caller and is refused. The private directory is
 made by ``mkdtemp`` (mode 0700, in the temporary directory: a Unix socket's path holds
-at most 107 bytes, which a directory beside a deep public socket would exceed).
+at most 107 bytes, which a directory beside a deep public socket would exceed). A
+symbolic link beside the public socket (its name and ``.private``) names it, so that
+an agent started after one that was killed removes the directory that one left.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 import os
 import shutil
 import socket
+import stat
 import struct
 import tempfile
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ from pathlib import Path
 
 log = logging.getLogger("grouper.agent")
 
+PRIVATE_PREFIX = "grouper-registry-"
 MAX_CONNECTIONS_PER_UID = 64  # open registry connections one user may hold
 CHUNK = 65536
 
@@ -96,11 +100,19 @@ class PeerRelay:
         self._tasks: set[asyncio.Task] = set()
 
     def prepare(self) -> str:
-        """The private directory made (a stale public socket of a crash removed); the
-        address the gRPC server listens on."""
-        self.private = Path(tempfile.mkdtemp(prefix="grouper-registry-"))
+        """The private directory made (a stale public socket of a crash removed, and
+        the private directory it named); the address the gRPC server listens on."""
+        _remove_stale(self.mark)
+        self.private = Path(tempfile.mkdtemp(prefix=PRIVATE_PREFIX))
         self.public.unlink(missing_ok=True)
+        self.mark.unlink(missing_ok=True)
+        self.mark.symlink_to(self.private)
         return f"unix:{self.inner}"
+
+    @property
+    def mark(self) -> Path:
+        """The link to the private directory, beside the public socket."""
+        return self.public.with_name(self.public.name + ".private")
 
     @property
     def inner(self) -> Path:
@@ -169,7 +181,26 @@ class PeerRelay:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.public.unlink(missing_ok=True)
         if self.private is not None:
+            self.mark.unlink(missing_ok=True)
             shutil.rmtree(self.private, ignore_errors=True)
+
+
+def _remove_stale(mark: Path) -> None:
+    """The private directory a killed agent's link names removed, and the link: only
+    a directory of ours (root's, in the temporary directory, named as ``prepare``
+    names them), whatever the link says."""
+    if not mark.is_symlink():
+        return
+    old = Path(os.readlink(mark))
+    mark.unlink()
+    try:
+        st = old.lstat()
+    except OSError:
+        return
+    ours = old.parent == Path(tempfile.gettempdir()) and old.name.startswith(PRIVATE_PREFIX)
+    if ours and stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+        shutil.rmtree(old, ignore_errors=True)
+        log.info("registry: removed %s, left by an agent that did not stop", old)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -4,6 +4,7 @@ connections remarked, cleanup on SIGTERM and reconciling on restart."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -198,18 +199,24 @@ def test_sigterm_removes_everything_and_restart_reconciles_stale_state(pair, age
     assert root["handle"] == f"{HANDLE_MAJOR:x}:"
     assert root["kind"] == ("mq" if pair.txqueues > 1 else backend)
     handle = root["handle"]
-    # killed agent: rules stay behind
+    # killed agent: rules stay behind, and its registry's private directory
+    mark = agent.registry.with_name(agent.registry.name + ".private")
     agent.stop(signal.SIGKILL)
     want = BandLayout(backend, 8).classid_text(1)
     assert nft_map(pair.a, "band_dport") == {(pair.addr_b, 5201): want}
+    left = Path(os.readlink(mark))
+    assert left.is_dir()
     # a new agent reconciles: same qdisc, our table replaced with an empty one; the
-    # registry survived the restart through its state file
+    # registry survived the restart through its state file; the directory is gone
     agent.start()
+    assert not left.exists(), "the killed agent's private directory was left"
+    private = Path(os.readlink(mark))
     assert root_qdisc(pair.a, pair.nic_a)["handle"] == handle
     assert nft_map(pair.a, "band_dport") == {}
     assert [j.job.cojob_id for j in collect(agent).jobs] == ["c1"]
     assert apply(agent, 1, [("c1/j1/b:5201", 2, 40)]).applied
     assert agent.stop() == 0
+    assert not private.exists() and not mark.is_symlink()
     assert root_qdisc(pair.a, pair.nic_a)["kind"] == before_qdisc
     assert tc_json(pair.a, "qdisc", "show", "dev", pair.nic_a) == before_all
     assert not any(
