@@ -6,7 +6,10 @@ at its bounds is not a measurement; writing a sound fit is tested on synthetic d
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 from tests.netns import GROUPER, ROOT
 
@@ -59,6 +62,13 @@ def test_calibrate_star_sends_each_task_from_another_host_to_the_first(tmp_path)
         cwd=tmp_path, check=True, timeout=240,  # any directory, the default output folder
     )  # fmt: skip
     res = json.loads(out.read_text())
+    plot = Path(res["files"][0])  # in a new temporary directory, which the test removes
+    try:
+        assert plot.parent.parent == Path(tempfile.gettempdir()), plot
+        assert plot.parent.name.startswith("grouper-calibrate-") and plot.is_file()
+    finally:
+        if plot.parent.name.startswith("grouper-calibrate-"):
+            shutil.rmtree(plot.parent)
     assert res["pattern"] == "star" and len(res["samples"]) == 4
     times = {(s["k"], s["bytes"]): s["measured"] for s in res["samples"]}
     for size in (0.25e6, 0.5e6):  # two senders into one host's downlink overlap
@@ -94,7 +104,8 @@ def test_calibrate_with_config_runs_the_traffic_through_the_hosts_agents(tmp_pat
         # made 0.25 MB slower than 0.5 MB, and the fit refused b < 0 (exit 2)
         star = subprocess.run(
             [*GROUPER, "calibrate", "--config", str(emu.config), "--pattern", "star",
-             "--sizes", "0.25,0.5", "--max-k", "2", "--reps", "2", "--json", "-"],
+             "--sizes", "0.25,0.5", "--max-k", "2", "--reps", "2", "--json", "-",
+             "--out", str(tmp_path / "star-plot")],
             cwd=ROOT, capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         logs = "".join((emu.work / f"{h}-agent.log").read_text() for h in ("h1", "h4"))
