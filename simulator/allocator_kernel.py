@@ -90,7 +90,7 @@ def allocate_kernel(
     for v in range(nv):
         lfirst[v] = v if v == 0 or vlink[v] != vlink[v - 1] else lfirst[v - 1]
     used = _use(start if warm else np.zeros(n), pf, vidx, nv)
-    xs, gs, mask, held = history(nv)
+    xs, gs, mask, held = history(0)
     moved = np.zeros(nv, np.bool_)
     top = cap_v / cost  # the most use a queue's link can carry
     rates = np.zeros(n)
@@ -115,6 +115,8 @@ def allocate_kernel(
                                    vdep)  # fmt: skip
             if ok:
                 return exact, True, exact
+        if len(mask) != nv:
+            xs, gs, mask, held = history(nv)
         extrapolate(used, start_k, in_cycle, xs, gs, mask, held, top, tol, moved)
     return (
         _by_worst_queue(pf[real], pl[real], pq[real], tflow[real], capacity, penalty, n, tol),

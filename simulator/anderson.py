@@ -38,10 +38,14 @@ REACH = 10.0  # the longest extrapolation, in plain steps (its largest residual)
 @kernel
 def history(nv: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """An empty history for ``nv`` queues: each remembered round's start and result
-    (``MEMORY + 1`` rows, a ring), the queues it was kept for, and [rounds held, next
-    row]."""
-    z = np.zeros((MEMORY + 1, nv))
-    return z, z.copy(), np.zeros(nv, np.bool_), np.zeros(2, np.int64)
+    (``MEMORY + 1`` rows, a ring: a row is written before it is read), the queues it
+    was kept for, and [rounds held, next row]. The engines make it with ``nv = 0``
+    (nothing to allocate where the first round settles) and again for their queues at
+    the first round that did not."""
+    return (
+        np.empty((MEMORY + 1, nv)), np.empty((MEMORY + 1, nv)), np.zeros(nv, np.bool_),
+        np.zeros(2, np.int64),
+    )  # fmt: skip
 
 
 @kernel

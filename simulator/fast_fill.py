@@ -317,7 +317,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         c.count[3] = 0
         used[:] = net.restart
     virtual_capacity(used, cap, q, vcap)
-    xs, gs, mask, held = history(len(used))
+    xs, gs, mask, held = history(0)
     start = np.empty(len(used))
     for k in range(MAX_ROUNDS):
         toggle(c, net, tol)
@@ -331,6 +331,8 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
             c.count[1] = c.count[0]
             return True
         # a link whose use moved is filled again
+        if len(mask) != len(used):
+            xs, gs, mask, held = history(len(used))
         extrapolate(used, start, net.l_cyc, xs, gs, mask, held, cap, tol, net.dirty)
         virtual_capacity(used, cap, q, again)
         vcap[:] = again
