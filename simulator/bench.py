@@ -108,9 +108,10 @@ def _in_child(args: tuple) -> dict:
         "print(json.dumps(run_one(*json.load(sys.stdin))))"
     )
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", code], input=json.dumps(args), capture_output=True, text=True
-    )
+    proc = subprocess.run(  # -P: grouper from where the parent took it, not from the
+        [sys.executable, "-P", "-c", code],  # working directory (a checkout's grouper/)
+        input=json.dumps(args), capture_output=True, text=True,
+    )  # fmt: skip
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
         raise ConfigError("--trace", f"a run failed: {tail[0]}")
