@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import dask
 from distributed import LocalCluster
 
 ARGS = ["simulate", "sweep", "--what", "period", "--workload", "builtin:fig3",
@@ -23,9 +24,13 @@ def sweep(tmp_path, *extra: str) -> dict:
 
 
 def test_a_sweep_on_a_dask_cluster_gives_the_local_results(tmp_path):
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster:
+    scratch = {"temporary-directory": str(tmp_path)}  # not dask-scratch-space in /tmp
+    with (
+        dask.config.set(scratch),
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+    ):
         remote = sweep(tmp_path / "dask", "--dask", cluster.scheduler_address)
         workers = set(cluster.workers[i].worker_address for i in cluster.workers)
     local = sweep(tmp_path / "local", "--jobs", "1")
