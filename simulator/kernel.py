@@ -3,17 +3,14 @@
 ``kernel`` is numba's ``njit`` with the disk cache on and numpy's error model: a float
 division by zero gives inf or nan as numpy does instead of raising ZeroDivisionError,
 so numba emits no zero test and no exception path around each division and modulo
-(every division in these kernels is guarded where its divisor can be 0). On FB2010's
-whole trace it made sptf 4% faster (``farm-bench``, 3 pairs: 28.41 s against 29.61 s,
-the same events and completion times to the last digit; commit 6ccc236).
+(every division in these kernels is guarded where its divisor can be 0).
 ``@kernel`` compiles a function; ``@kernel(inline="always")`` passes numba's options.
 
 A rule for the kernels: an array read off a tuple (``Classes``, ``Net``, a tuple
 argument) inside a loop is reference-counted at every pass (numba's
 ``NRT_incref``/``NRT_decref``), so the loops read arrays taken off the tuples before
-them. With the fallback's loops reading ``c.rate[k]``, ``c.apos[k]`` ... per class,
-baraat's run to t = 1,000 s of FB2010 took 15.6 s; with every loop of the fast path
-reading locals, 14.1 s (commit a1feca4).
+them.
+
 numba's disk cache does not see these options (nor a change in another file): after
 this file changes, ``scripts/numba_stale.py`` (``make setup``) drops the package's
 caches, which are then older than it.
