@@ -187,8 +187,8 @@ class PeerRelay:
 
 def _remove_stale(mark: Path) -> None:
     """The private directory a killed agent's link names removed, and the link: only
-    a directory of ours (root's, in the temporary directory, named as ``prepare``
-    names them), whatever the link says."""
+    a directory of ours (this user's, in the temporary directory, named as
+    ``prepare`` names them), whatever the link says."""
     if not mark.is_symlink():
         return
     old = Path(os.readlink(mark))
