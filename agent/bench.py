@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from grouper.agent.kernel.netns import add_netns, del_netns, ip, veth
 from grouper.common.errors import ConfigError
+from grouper.common.interpreter import python_argv
 from grouper.common.output import write_json
 
 if TYPE_CHECKING:  # the measuring child imports these; the CLI process need not
@@ -38,8 +39,8 @@ def bench_agent(flows: int, runs: int, json_path: str | None) -> int:
         veth(ns, "bench0", ns, "bench1")
         ip("-n", ns, "link", "set", "bench0", "up")
         proc = subprocess.run(
-            ["ip", "netns", "exec", ns, sys.executable, "-m", "grouper.agent.bench",
-             str(flows), str(max(runs, 3))],
+            ["ip", "netns", "exec", ns,
+             *python_argv("-m", "grouper.agent.bench", str(flows), str(max(runs, 3)))],
             capture_output=True, text=True,
         )  # fmt: skip
         if proc.returncode != 0:

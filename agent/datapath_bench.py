@@ -40,6 +40,7 @@ from typing import Any
 
 from grouper.agent.kernel.netns import NetnsPair
 from grouper.common.errors import ConfigError
+from grouper.common.interpreter import python_argv
 from grouper.common.output import table, write_json
 
 STATES = ("none", "nft", "agent", "agent_10k")
@@ -227,8 +228,8 @@ class _State:
         if self.state == "none":
             return self
         self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, sys.executable, "-m", "grouper.agent.datapath_bench",
-             self.state, str(self.entries)],
+            ["ip", "netns", "exec", self.ns,
+             *python_argv("-m", "grouper.agent.datapath_bench", self.state, str(self.entries))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         line = self.proc.stdout.readline() if self.proc.stdout else ""

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from grouper.common.interpreter import python_argv
 
 Spawn = Callable[..., subprocess.Popen]  # (host, argv, **popen kwargs) -> process
 
@@ -58,10 +59,10 @@ class DdpRunner:
         procs = []
         for r, rank in enumerate(ranks):
             argv = [
-                sys.executable, "-m", "grouper.cli", "run", "--cojob", self.cojob,
+                *python_argv("-m", "grouper.cli", "run"), "--cojob", self.cojob,
                 "--job", f"trial-{trial.number}", "--stages", ",".join(map(str, stages)),
                 "--socket", self.socket_of(rank.host), "--",
-                sys.executable, "-m", "grouper.experiments.ddp_trial", "--master", ranks[0].address,
+                *python_argv("-m", "grouper.experiments.ddp_trial"), "--master", ranks[0].address,
                 "--port", str(self.port + trial.number), "--rank", str(r),
                 "--world", str(len(ranks)), "--width", str(self.width),
                 "--stages", ",".join(map(str, stages)), "--seed", str(trial.number),

@@ -12,7 +12,6 @@ import asyncio
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import grpc
 
 from grouper.common.cluster_doc import write_cluster
 from grouper.common.contention import ContentionModel
+from grouper.common.interpreter import python_argv
 from grouper.experiments.connections import ConnectionSampler
 from grouper.experiments.cpustats import StealMonitor
 from grouper.experiments.tcpstats import host_counters
@@ -112,9 +112,7 @@ class Emulation:
             log = (self.work / f"{h}-agent.log").open("w")
             self.agents[h] = self.fabric.host(h).popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "grouper.cli",
+                    *python_argv("-m", "grouper.cli"),
                     "agent",
                     "--config",
                     str(cfg),
@@ -150,9 +148,7 @@ class Emulation:
         log = (self.work / "coordinator.log").open("a")
         self.coordinator = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "grouper.cli",
+                *python_argv("-m", "grouper.cli"),
                 "coordinator",
                 "--config",
                 str(self.config),

@@ -15,11 +15,11 @@ import argparse
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from grouper.common.interpreter import python_argv
 from grouper.simulator import plots
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ def main() -> int:
     rows = []
     for delivery in args.delivery.split(","):
         for n in (int(x) for x in args.agents.split(",")):
-            cmd = [sys.executable, "-m", "grouper.cli", "bench", "coordinator", "--agents",
+            cmd = [*python_argv("-m", "grouper.cli", "bench", "coordinator"), "--agents",
                    str(n), "--stages", str(n * args.stages_per_agent), "--changed",
                    str(args.changed), "--delivery", delivery, "--json", "-"]  # fmt: skip
             if args.keep_order_within:

@@ -16,6 +16,7 @@ import sys
 import time
 
 from grouper.common.errors import ConfigError
+from grouper.common.interpreter import python_argv
 from grouper.common.output import table, write_json
 from grouper.simulator import plots
 
@@ -108,8 +109,8 @@ def _in_child(args: tuple) -> dict:
         "print(json.dumps(run_one(*json.load(sys.stdin))))"
     )
     t0 = time.perf_counter()
-    proc = subprocess.run(  # -P: grouper from where the parent took it, not from the
-        [sys.executable, "-P", "-c", code],  # working directory (a checkout's grouper/)
+    proc = subprocess.run(
+        python_argv("-c", code),
         input=json.dumps(args), capture_output=True, text=True,
     )  # fmt: skip
     if proc.returncode != 0:

@@ -1,8 +1,9 @@
-"""Fixtures shared by the root-only layers, and each layer's wall time in the summary."""
+"""Fixtures shared by the layers, and each layer's wall time in the summary."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,18 @@ def pair(request):
         yield p
     finally:
         p.close()
+
+
+@pytest.fixture
+def other_checkout(tmp_path: Path) -> Path:
+    """A working directory holding a ``grouper/`` that fails on import, as a checkout of
+    another commit would shadow the installed package: a command run from it must take
+    grouper from where it was installed, and so must every interpreter it starts."""
+    (tmp_path / "grouper").mkdir()
+    (tmp_path / "grouper" / "__init__.py").write_text(
+        "raise ImportError('the working directory\\'s grouper')\n"
+    )
+    return tmp_path
 
 
 _layer_seconds: dict[str, float] = defaultdict(float)

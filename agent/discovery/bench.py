@@ -46,6 +46,7 @@ from grouper.agent.kernel.netns import NetnsPair
 from grouper.common.cluster_doc import write_cluster
 from grouper.common.errors import ConfigError
 from grouper.common.flows import host_flow_id
+from grouper.common.interpreter import python_argv
 from grouper.common.output import write_json
 from grouper.common.queues import QueueConfig
 
@@ -151,7 +152,7 @@ class Testbed:
         # nsenter, not ip netns exec (which remounts /sys): the agent sees cgroup2
         self.agent = subprocess.Popen([
             "nsenter", f"--net=/var/run/netns/{self.a}",
-            sys.executable, "-m", "grouper.cli", "agent", "--config", str(path),
+            *python_argv("-m", "grouper.cli", "agent", "--config", str(path)),
             "--host", "a", "--listen", f"unix:{self.public}", "--socket", str(self.socket),
             "--state-file", str(self.dir / "state.json"), "--jobs-dir", str(self.dir / "jobs"),
             "--metrics-port", "0", "--log-level", "WARNING",
@@ -170,7 +171,7 @@ class Testbed:
             procs = Path(self.cgroups.directory(cgroup), "cgroup.procs")
             enter = lambda: procs.write_text(str(os.getpid()))  # noqa: E731
         return self._spawn(
-            ns, sys.executable, "-m", "grouper.agent.discovery.benchproc", *args,
+            ns, *python_argv("-m", "grouper.agent.discovery.benchproc", *args),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=enter,
         )  # fmt: skip
 

@@ -11,19 +11,16 @@ from tests.unit.test_perfmap import SMALL
 
 
 def test_bench_runs_the_package_its_command_imported_not_the_working_directorys(
-    tmp_path: Path,
+    other_checkout: Path,
 ) -> None:
     """Each run's interpreter takes grouper from where the command took it: a folder
     named grouper in the working directory (a checkout of another commit) is not it."""
-    trace = tmp_path / "t.txt"
+    trace = other_checkout / "t.txt"
     trace.write_text(SMALL)
-    other = tmp_path / "grouper"
-    other.mkdir()
-    (other / "__init__.py").write_text("raise ImportError('the working directory\\'s grouper')\n")
     got = subprocess.run(
         [sys.executable, "-P", "-m", "grouper.cli", "bench", "simulator", "--trace",
          str(trace), "--policies", "fs", "--json", "-"],
-        capture_output=True, text=True, cwd=tmp_path,
+        capture_output=True, text=True, cwd=other_checkout,
     )  # fmt: skip
     assert got.returncode == 0, got.stderr
     assert "working directory" not in got.stderr
