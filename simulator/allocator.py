@@ -32,9 +32,10 @@ It is strict priority per link and max-min within each queue, with work conserva
 a lower queue gets exactly what the higher ones leave. Bands mapped from one global
 order never loop back on one port, but on a leaf-spine flows ranked for different
 receivers meet on spine links and can close a cycle. An allocation that has not
-settled after ``MAX_ROUNDS`` is solved on the piece of the fixed point its last filling
-lies on (:mod:`simulator.newton_end`: one level per bottleneck from a linear system,
-kept only if it is a fixed point); where that finds none, it falls back to filling
+settled after ``EXACT_EVERY`` rounds is solved on the piece of the fixed point its last
+filling lies on (:mod:`simulator.newton_end`: one level per bottleneck from a linear
+system, kept only if it is a fixed point), and again after every ``EXACT_EVERY`` more;
+where neither the rounds nor that settle in ``MAX_ROUNDS``, it falls back to filling
 every flow at its worst queue on the path (feasible and work-conserving: the model
 before per-link queues). The engines
 serve the fallback's rates but start the next allocation from the rounds' last filling
@@ -55,7 +56,8 @@ import numpy as np
 from scipy import sparse
 
 EPS = 1e-12
-MAX_ROUNDS = 16
+EXACT_EVERY = 16  # rounds between tries of the exact end
+MAX_ROUNDS = 4 * EXACT_EVERY  # then the worst-queue fallback
 
 
 class Allocation(NamedTuple):
@@ -77,6 +79,7 @@ def allocate_settled(
     start: np.ndarray | None = None,
     ended: np.ndarray | None = None,
     max_cycle: int | None = None,
+    max_rounds: int | None = None,
 ) -> Allocation:
     """Rates of flows given which links they cross, link ``capacity`` and their queues,
     whether the rounds settled or their exact end found the fixed point (False:
@@ -101,6 +104,7 @@ def allocate_settled(
     and they get rate 0 and take no other part: no task, no queue to settle.
     ``max_cycle``: the most queues a cycle solved by offers has (``offer_sweep``'s
     ``MAX_CYCLE`` unless given; 0 fills every cycle's components one after another).
+    ``max_rounds``: the rounds before the fallback (``MAX_ROUNDS`` unless given).
     """
     pf, pl, pq, n = crossings(incidence, queue, per_crossing)
     if ended is not None and len(ended) != n:
@@ -132,7 +136,8 @@ def allocate_settled(
         warm,
         np.zeros(n, np.bool_) if ended is None else np.asarray(ended, dtype=np.bool_),
         EPS * max(float(capacity.max(initial=0.0)), 1.0),
-        MAX_ROUNDS,
+        MAX_ROUNDS if max_rounds is None else max_rounds,
+        EXACT_EVERY,
         MAX_CYCLE if max_cycle is None else max_cycle,
     )
     return Allocation(rates, bool(settled), restart)

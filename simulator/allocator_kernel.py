@@ -64,6 +64,7 @@ def allocate_kernel(
     gone: np.ndarray,
     tol: float,
     max_rounds: int,
+    exact_every: int,
     max_cycle: int,
 ) -> tuple[np.ndarray, bool, np.ndarray]:
     """Rates, whether the per-link fixed point settled (False: the worst-queue
@@ -110,7 +111,7 @@ def allocate_kernel(
                 break
         if settled:
             return rates, True, rates
-        if k == max_rounds - 1:  # the piece the rounds reached, solved
+        if k % exact_every == exact_every - 1:  # the piece the rounds reached, solved
             ok, exact = _exact_end(pf, vidx, lfirst, cap_v, cost, gone, rates, flow_start,
                                    vdep)  # fmt: skip
             if ok:

@@ -109,6 +109,7 @@ class Net(NamedTuple):
     #                     part ends (its parts are solved together by offers); else -1
     max_cycle: np.ndarray  # [queues]: the largest cycle solved by offers (``MAX_CYCLE``;
     #                        0 fills every cycle part by part)
+    max_rounds: np.ndarray  # [rounds]: the rounds before the fallback (``MAX_ROUNDS``)
 
 
 @kernel

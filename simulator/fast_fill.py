@@ -8,9 +8,9 @@ parts filled in the order of their queues (a part's capacities from the rates th
 parts above it just got), the parts of a cycle solved together by offers
 (``offer_sweep``; past its bounds, filled in the order of its sweep), the use of a
 cycle's queues extrapolated after every round (:mod:`simulator.anderson`), until
-every queue's capacity is the one it was filled in, at most ``MAX_ROUNDS`` rounds,
-then the exact end on the piece they reached (``fast_exact``), else the worst-queue
-fallback. What
+every queue's capacity is the one it was filled in; the exact end on the piece they
+reached (``fast_exact``) after every ``EXACT_EVERY`` rounds; after ``MAX_ROUNDS``, the
+worst-queue fallback. What
 changes is the work per round:
 
 * A virtual link with no capacity left (``vcap <= tol``) saturates at once, at level 0,
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grouper.simulator.allocator import MAX_ROUNDS
+from grouper.simulator.allocator import EXACT_EVERY
 from grouper.simulator.anderson import extrapolate, history
 from grouper.simulator.fast_active import drop_gone, toggle
 from grouper.simulator.fast_classes import Classes, Net, queue_layout, virtual_capacity
@@ -319,7 +319,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
     virtual_capacity(used, cap, q, vcap)
     xs, gs, mask, held = history(0)
     start = np.empty(len(used))
-    for k in range(MAX_ROUNDS):
+    for k in range(net.max_rounds[0]):
         toggle(c, net, tol)
         start[:] = used
         _fill(c, net, q)
@@ -327,7 +327,7 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         if _settled(net.vnum, net.filled, again, tol):
             c.count[1] = c.count[0]  # the active set has the rates
             return True
-        if k == MAX_ROUNDS - 1 and exact_end(c, net, q, tol):  # the piece reached, solved
+        if k % EXACT_EVERY == EXACT_EVERY - 1 and exact_end(c, net, q, tol):  # the piece
             c.count[1] = c.count[0]
             return True
         # a link whose use moved is filled again

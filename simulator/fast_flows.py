@@ -161,20 +161,21 @@ def flow_rates(
     start: np.ndarray,
     ended: tuple[Flows, np.ndarray] | None = None,
     max_cycle: int | None = None,
+    max_rounds: int | None = None,
 ) -> Allocation:
     """``allocate_settled``'s rates of flows on a big switch (``flows``: uplink, downlink, band,
     receiver band, task of each), warm-started from ``start``: each flow crosses its
     uplink in its band and its downlink in its receiver band. ``ended``: the flows that
     ended at the last event and their last rates (``allocate_settled``'s ``ended``);
-    ``max_cycle`` as ``allocate_settled``'s."""
+    ``max_cycle`` and ``max_rounds`` as ``allocate_settled``'s."""
     n = len(flows[0])
     if ended is not None and len(ended[1]):
         both = tuple(np.concatenate([a, b]) for a, b in zip(flows, ended[0], strict=True))
         start = np.concatenate([start, ended[1]])
         gone = np.arange(len(start)) >= n
-        got = _flow_rates(both, capacity, penalty, start, gone, max_cycle)  # type: ignore[arg-type]
+        got = _flow_rates(both, capacity, penalty, start, gone, max_cycle, max_rounds)  # type: ignore[arg-type]
         return Allocation(got.rates[:n], got.settled, got.restart[:n])
-    return _flow_rates(flows, capacity, penalty, start, None, max_cycle)
+    return _flow_rates(flows, capacity, penalty, start, None, max_cycle, max_rounds)
 
 
 def _flow_rates(
@@ -184,6 +185,7 @@ def _flow_rates(
     start: np.ndarray,
     gone: np.ndarray | None,
     max_cycle: int | None,
+    max_rounds: int | None,
 ) -> Allocation:
     up, down, band, rband, task = flows
     n = len(up)
@@ -192,5 +194,5 @@ def _flow_rates(
     pq = np.empty(2 * n, np.int64)
     pl[0::2], pl[1::2] = up, down
     pq[0::2], pq[1::2] = band, rband
-    kw = {"start": start, "ended": gone, "max_cycle": max_cycle}
+    kw = {"start": start, "ended": gone, "max_cycle": max_cycle, "max_rounds": max_rounds}
     return allocate_settled((pf, pl), capacity, pq, task, penalty, per_crossing=True, **kw)

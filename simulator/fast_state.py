@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grouper.simulator.allocator import MAX_ROUNDS
 from grouper.simulator.fast_active import member_lost
 from grouper.simulator.fast_classes import Classes, Net
 from grouper.simulator.fast_fallback import drop_fallback_rates
@@ -173,6 +174,7 @@ def _net(
         np.zeros(2 * nc, np.int64), vstart[:-1].copy(), kpos,
         np.empty(nc, np.int64), np.zeros(nv, np.bool_), np.empty(2 * nc, np.int64),
         z.copy(), np.full(nv + 1, -1, np.int64), np.full(1, MAX_CYCLE, np.int64),
+        np.full(1, MAX_ROUNDS, np.int64),
     )  # fmt: skip
 
 

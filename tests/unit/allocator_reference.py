@@ -14,7 +14,7 @@ from scipy.sparse.csgraph import connected_components
 # the model's constants, shared: the rounds' limit, the tolerance, the extrapolation's
 # memory, dropping and reach (the logic below is written apart; the parameters are the
 # model's)
-from grouper.simulator.allocator import EPS, MAX_ROUNDS, crossings
+from grouper.simulator.allocator import EPS, EXACT_EVERY, MAX_ROUNDS, crossings
 from grouper.simulator.anderson import DROP, MEMORY, REACH
 from grouper.simulator.newton_end import EXACT, SPOT, ZERO
 from grouper.simulator.offer_sweep import DAMPED, MAX_CYCLE, MAX_SWEEPS, PLAIN
@@ -82,7 +82,8 @@ def allocate_reference(
             return rates  # settled
         wt = (~gone & (np.bincount(pf, minlength=n) > 0)).astype(float)
         piece = (pf, vidx, vlink, cost, capacity[vlink], _depths(pf, pl)[vlink], wt)
-        exact = newton_reference(rates, *piece) if k == MAX_ROUNDS - 1 else None
+        last = k % EXACT_EVERY == EXACT_EVERY - 1  # the piece the rounds reached, solved
+        exact = newton_reference(rates, *piece) if last else None
         if exact is not None:
             return exact
         if in_cycle_was is None or not np.array_equal(in_cycle, in_cycle_was):

@@ -234,7 +234,7 @@ def _kernel(pf: list, pl: list, pq: list, start: list, gone: list, rounds: int) 
     a = (np.asarray(x, dtype=np.int64) for x in (pf, pl, pq))
     return allocate_kernel(
         *a, np.zeros(len(pf), np.int64), np.ones(2), 0.0, n, np.asarray(start, float), True,
-        np.asarray(gone, bool), 1e-12, rounds, MAX_CYCLE,
+        np.asarray(gone, bool), 1e-12, rounds, rounds, MAX_CYCLE,
     )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from grouper.common.contention import ContentionModel
 from grouper.pda.priorities import QueueConfig
+from grouper.simulator.allocator import EXACT_EVERY, MAX_ROUNDS
 from grouper.simulator.engine import Engine
 from grouper.simulator.fast import FastEngine, coflow_shaped
 from grouper.simulator.fast_fill import allocate_classes, class_rates
@@ -109,8 +110,13 @@ def test_a_share_kept_leaves_the_fast_path_only_for_the_policies_it_keeps() -> N
         assert isinstance(engine_for(wl, policy, topo, 0.0, cfg), FastEngine), policy
 
 
-@pytest.mark.parametrize("cycle", [MAX_CYCLE, 0])  # cycles by offers, part by part
-def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow(cycle: int) -> None:
+@pytest.mark.parametrize(
+    ("cycle", "rounds"),  # cycles by offers; part by part, with one try of the exact end
+    [(MAX_CYCLE, MAX_ROUNDS), (0, EXACT_EVERY)],
+)
+def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow(
+    cycle: int, rounds: int
+) -> None:
     """``fast_fill.allocate_classes`` (the filling over classes whose two queues are
     open, parts in the order of their queues, cycles by offers or part by part, the
     worst-queue fallback where the rounds do not settle) against ``allocate_settled``
@@ -133,7 +139,7 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow(cycle: in
         cls, net = rebuild(
             empty_classes(), flows, np.arange(n), table, np.arange(n), 4, 4, cap, 0, tol
         )
-        net.max_cycle[0] = cycle
+        net.max_cycle[0], net.max_rounds[0] = cycle, rounds
         settled = allocate_classes(cls, net, 4, tol)
         fallbacks += not settled
         unordered += net.books[5] > 0  # parts in a cycle somewhere
@@ -142,27 +148,31 @@ def test_rates_of_the_active_classes_are_the_allocators_rates_per_flow(cycle: in
             got[cls.flow[cls.start[k] : cls.start[k] + cls.mult[k]]] = rates[k]
         want, ok, _ = flow_rates(
             (up, down, band, rband, np.zeros(n, np.int64)), cap, 0.0, np.zeros(n),
-            max_cycle=cycle,
+            max_cycle=cycle, max_rounds=rounds,
         )  # fmt: skip
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
         assert settled == ok  # the same allocations fall back
     # priority cycles were among them: parts in a cycle in 665 allocations; filled part
-    # by part, 10 fell back (not settled in ``MAX_ROUNDS`` = 16, and no fixed point on
-    # the piece the rounds reached: ``newton_end``), by offers none
+    # by part with 16 rounds, 10 fell back (not settled, and no fixed point on the piece
+    # the rounds reached: ``newton_end``; with ``MAX_ROUNDS`` = 64 none), by offers none
     assert unordered > 300 and (fallbacks > 5 if cycle == 0 else fallbacks == 0)
 
 
 @pytest.mark.parametrize(
-    ("p", "kinds_max", "flows_max", "unordered_min", "fallbacks_min", "cycle"),
+    ("p", "kinds_max", "flows_max", "unordered_min", "fallbacks_min", "cycle", "rounds"),
     # many ports: coarse parts (unions of components) are common; 4 ports: queues in
-    # cycles and rounds that run out (filled part by part: 1,094 and 2 in 5,882 events
-    # with this seed and ``MAX_ROUNDS`` = 16; with 8 ports, 152 and none; by offers,
-    # none run out)
-    [(8, 12, 40, 50, 0, MAX_CYCLE), (4, 20, 60, 300, 0, MAX_CYCLE), (4, 20, 60, 300, 2, 0)],
+    # cycles and rounds that run out (filled part by part in 16 rounds: 1,094 and 2 in
+    # 5,882 events with this seed; in ``MAX_ROUNDS`` = 64, none run out; with 8 ports,
+    # 152 and none; by offers, none run out)
+    [
+        (8, 12, 40, 50, 0, MAX_CYCLE, MAX_ROUNDS),
+        (4, 20, 60, 300, 0, MAX_CYCLE, MAX_ROUNDS),
+        (4, 20, 60, 300, 2, 0, EXACT_EVERY),
+    ],
 )
 def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start(
     p: int, kinds_max: int, flows_max: int, unordered_min: int, fallbacks_min: int,
-    cycle: int,
+    cycle: int, rounds: int,
 ) -> None:  # fmt: skip
     """Event after event (flows of random sizes end and leave their classes), the
     allocation kept across events (the parts left as they were, the parts refilled) gives
@@ -189,7 +199,7 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start(
         cls, net = rebuild(
             empty_classes(), flows, np.arange(n), table, np.arange(n), q, p, cap, 0, tol
         )
-        net.max_cycle[0] = cycle
+        net.max_cycle[0], net.max_rounds[0] = cycle, rounds
         last, t, was = np.zeros(n), 0.0, np.zeros(n, bool)
         while flows.busy.sum() > 0:
             settled = allocate_classes(cls, net, q, tol)
@@ -202,7 +212,7 @@ def test_rates_event_after_event_are_the_allocators_rates_from_the_same_start(
             gone = was & ~alive  # ended at the last event
             moving = (up[alive], down[alive], band[alive], rband[alive], kind[alive])
             ended = ((up[gone], down[gone], band[gone], rband[gone], kind[gone]), last[gone])
-            want, ok, restart = flow_rates(moving, cap, 0.0, last[alive], ended, cycle)
+            want, ok, restart = flow_rates(moving, cap, 0.0, last[alive], ended, cycle, rounds)
             np.testing.assert_allclose(got[alive], want, rtol=1e-9, atol=1e-12)
             assert settled == ok  # the same allocations fall back
             # the next start: the rounds' last rates, kept beside the active set (after a

@@ -38,7 +38,7 @@ def rounds(paths: list, capacity: np.ndarray, k: int) -> np.ndarray:
     n = len(paths)
     a = (np.asarray(x, dtype=np.int64) for x in (pf, pl, pq))
     _, _, last = allocate_kernel(*a, np.zeros(len(pf), np.int64), capacity, 0.0, n,
-                                 np.zeros(n), False, np.zeros(n, bool), 1e-12, k, 0)  # fmt: skip
+                                 np.zeros(n), False, np.zeros(n, bool), 1e-12, k, k, 0)  # fmt: skip
     return last
 
 
