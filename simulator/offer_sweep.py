@@ -66,7 +66,7 @@ def offer_sweep(
             while v < nv and lfirst[v] == lk:
                 lo, hi = v_start[v], v_start[v + 1]
                 if hi > lo:
-                    level, use = _queue(by_v[lo:hi], cf, wt, offer, by_f, f_start,
+                    level, use = _queue(by_v[lo:hi], cf, cv, wt, offer, by_f, f_start,
                                         cost[v], avail, dem, key)  # fmt: skip
                     for k in range(lo, hi):
                         i = by_v[k]
@@ -106,12 +106,14 @@ def _links_by_depth(cv: np.ndarray, lfirst: np.ndarray, vdep: np.ndarray) -> np.
 
 @kernel
 def _queue(
-    members: np.ndarray, cf: np.ndarray, wt: np.ndarray, offer: np.ndarray,
-    by_f: np.ndarray, f_start: np.ndarray, cost: float, avail: float, dem: np.ndarray,
-    key: np.ndarray,
+    members: np.ndarray, cf: np.ndarray, cv: np.ndarray, wt: np.ndarray,
+    offer: np.ndarray, by_f: np.ndarray, f_start: np.ndarray, cost: float, avail: float,
+    dem: np.ndarray, key: np.ndarray,
 ) -> tuple[float, float]:  # fmt: skip
     """One queue's level and what its flows take at it: each member crossing's flow
-    demands the least offer of its other crossings (``inf`` with none); the level
+    demands the least offer of its crossings of other queues (``inf`` with none: a
+    flow that crosses this queue again is held by the same level, and its offers there,
+    read as demands, would feed the level back to itself); the level
     ``x`` solves ``sum cost * weight * min(demand, x) = avail`` (``inf`` where every
     demand fits)."""
     m = len(members)
@@ -122,7 +124,7 @@ def _queue(
         d = np.inf
         for k in range(f_start[f], f_start[f + 1]):
             o = by_f[k]
-            if o != i:
+            if cv[o] != cv[i]:
                 d = min(d, offer[o])
         dem[j] = d
         key[j] = d

@@ -218,10 +218,11 @@ def offers_reference(
                 if len(mine) == 0:
                     avail = max(avail - fixed[v] * cost[v], 0.0)
                     continue
-                demand = np.array([
-                    offer[(pf == pf[i]) & (np.arange(len(pf)) != i)].min(initial=np.inf)
-                    for i in mine
-                ])  # fmt: skip
+                demand = np.array(
+                    [  # a flow's offers on other queues
+                        offer[(pf == pf[i]) & (vidx != v)].min(initial=np.inf) for i in mine
+                    ]
+                )
                 level, use = _level(np.sort(demand), cost[v], avail)
                 new = np.full(len(mine), level)
                 damp = (step < 1) & np.isfinite(offer[mine]) & np.isfinite(level)

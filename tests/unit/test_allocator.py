@@ -227,6 +227,24 @@ def test_compiled_kernel_gives_the_numpy_reference_rates(data):
         assert (got[ended] == 0.0).all()
 
 
+def test_a_flow_crossing_a_queue_again_is_not_held_by_its_own_offer_there() -> None:
+    """Flows that cross link 0's queue 0 two and three times, in a cycle solved by offers
+    with the contention penalty (found by the hypothesis test above). A crossing's demand
+    is the least offer of its flow's other queues: read off its own queue's other
+    crossings, the level fed back to itself and swung between a level and infinity, the
+    sweeps did not settle and the fallback decided, where the reference settled."""
+    hops = [[(0, 0), (0, 4)], [(0, 0), (0, 0), (0, 0), (1, 3)],
+            [(0, 3), (0, 0), (0, 0), (0, 2)], [(0, 2), (0, 0), (0, 1), (0, 3)], [(1, 0)],
+            [(0, 2), (0, 4)], [(0, 2), (0, 2), (0, 2)], [(0, 4)], [(1, 0)]]  # fmt: skip
+    pairs, queues = crossing(hops)
+    cap, task = np.array([1.1, 2.0]), np.array([0, 0, 1, 0, 0, 0, 2, 0, 0])
+    got = allocate_settled(pairs, cap, np.array(queues), task, 0.25, per_crossing=True)
+    want = allocate_reference(pairs, cap, np.array(queues), task, 0.25, per_crossing=True)
+    assert got.settled
+    assert got.rates == pytest.approx(want, rel=1e-9, abs=1e-9)
+    assert got.rates[6] == pytest.approx(0.22 / 0.7)  # the rule's, where the fallback gave 0.37
+
+
 def _kernel(pf: list, pl: list, pq: list, start: list, gone: list, rounds: int) -> tuple:
     from grouper.simulator.allocator_kernel import allocate_kernel
 
