@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from grouper.simulator.allocator_fill import fill_in, maxmin, sweep_in
-from grouper.simulator.anderson import extrapolate, history
+from grouper.simulator.anderson import REACH, REACH_LATE, extrapolate, history
 from grouper.simulator.grouping import csr, runs
 from grouper.simulator.kernel import kernel
 from grouper.simulator.newton_end import newton_end
@@ -118,7 +118,8 @@ def allocate_kernel(
                 return exact, True, exact
         if len(mask) != nv:
             xs, gs, mask, held = history(nv)
-        extrapolate(used, start_k, in_cycle, xs, gs, mask, held, top, tol, moved)
+        reach = REACH if k < exact_every else REACH_LATE
+        extrapolate(used, start_k, in_cycle, xs, gs, mask, held, top, tol, moved, reach)
     return (
         _by_worst_queue(pf[real], pl[real], pq[real], tflow[real], capacity, penalty, n, tol),
         False,

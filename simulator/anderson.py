@@ -15,11 +15,11 @@ polynomial has degree at most ``MEMORY`` (the use comes back through few directi
 it is the fixed point itself. The next round starts from it; a queue moves only by
 more than ``tol`` (a smaller step is rounding and would only have its part filled
 again), and stays within ``[0, top]``. A move further than ``REACH`` residuals is not
-taken (the round's own result stands), and the history starts again when the queues of
-cycles change. The test that the rounds settled is unchanged, so a
-settled allocation is a fixed point as before; the extrapolation changes only the path
-(and so where it ends, where fixed points are not unique, and how often the rounds run
-out).
+taken (the round's own result stands; ``REACH_LATE`` once the rounds have run long),
+and the history starts again when the queues of cycles change. The test that the
+rounds settled is unchanged, so a settled allocation is a fixed point as before; the
+extrapolation changes only the path (and so where it ends, where fixed points are not
+unique, and how often the rounds run out).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ DROP = 1e-3  # relative: a direction (least-squares row) shorter than this after
 #              before it are taken out is dropped, as nearly dependent on them
 REACH = 10.0  # the longest extrapolation, in plain steps (its largest residual): as far
 #               as a geometric sequence of ratio 0.9 goes; a longer one is not taken
+REACH_LATE = 1000.0  # the same for the rounds past the first try of the exact end (the
+#                      engines' choice): where the use still comes closer by under 1% a
+#                      round, the fixed point is hundreds of plain steps away
 
 
 @kernel
@@ -114,10 +117,12 @@ def _remember(
 def extrapolate(
     u: np.ndarray, x: np.ndarray, only: np.ndarray, xs: np.ndarray, gs: np.ndarray,
     mask: np.ndarray, held: np.ndarray, top: np.ndarray, tol: float, moved: np.ndarray,
+    reach: float,
 ) -> None:  # fmt: skip
     """The round that started from use ``x`` and gave ``u`` remembered (``history``),
     and the use of the queues ``only`` in ``u`` moved to Anderson's extrapolation
-    from the rounds remembered; ``moved`` set where a queue moved."""
+    from the rounds remembered, unless that moves further than ``reach`` times the
+    largest residual (``REACH``, or ``REACH_LATE``); ``moved`` set where a queue moved."""
     rows = _remember(u, x, only, xs, gs, mask, held)
     m = len(rows) - 1
     idx = np.flatnonzero(only)
@@ -142,7 +147,7 @@ def extrapolate(
         for c in range(m):
             y[i] -= gamma[c] * dg[c, i]
         y[i] = min(max(y[i], 0.0), top[idx[i]])
-    if np.max(np.abs(y - gs[last, idx])) > REACH * np.max(np.abs(res[m])):
+    if np.max(np.abs(y - gs[last, idx])) > reach * np.max(np.abs(res[m])):
         return
     for i in range(len(idx)):
         if abs(y[i] - u[idx[i]]) > tol:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from grouper.simulator.allocator import EXACT_EVERY
-from grouper.simulator.anderson import extrapolate, history
+from grouper.simulator.anderson import REACH, REACH_LATE, extrapolate, history
 from grouper.simulator.fast_active import drop_gone, toggle
 from grouper.simulator.fast_classes import Classes, Net, queue_layout, virtual_capacity
 from grouper.simulator.fast_exact import exact_end
@@ -333,7 +333,8 @@ def allocate_classes(c: Classes, net: Net, q: int, tol: float) -> bool:
         # a link whose use moved is filled again
         if len(mask) != len(used):
             xs, gs, mask, held = history(len(used))
-        extrapolate(used, start, net.l_cyc, xs, gs, mask, held, cap, tol, net.dirty)
+        reach = REACH if k < EXACT_EVERY else REACH_LATE
+        extrapolate(used, start, net.l_cyc, xs, gs, mask, held, cap, tol, net.dirty, reach)
         virtual_capacity(used, cap, q, again)
         vcap[:] = again
     fallback(c, net, q)

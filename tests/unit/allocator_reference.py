@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import connected_components
 # memory, dropping and reach (the logic below is written apart; the parameters are the
 # model's)
 from grouper.simulator.allocator import EPS, EXACT_EVERY, MAX_ROUNDS, crossings
-from grouper.simulator.anderson import DROP, MEMORY, REACH
+from grouper.simulator.anderson import DROP, MEMORY, REACH, REACH_LATE
 from grouper.simulator.newton_end import EXACT, SPOT, ZERO
 from grouper.simulator.offer_sweep import DAMPED, MAX_CYCLE, MAX_SWEEPS, PLAIN
 
@@ -91,7 +91,7 @@ def allocate_reference(
         rounds = (rounds + [(start_k, used)])[-(MEMORY + 1) :]
         to = anderson(
             [x[in_cycle] for x, _ in rounds], [g[in_cycle] for _, g in rounds],
-            (capacity[vlink] / cost)[in_cycle], tol,
+            (capacity[vlink] / cost)[in_cycle], tol, REACH if k < EXACT_EVERY else REACH_LATE,
         )  # fmt: skip
         if to is not None:
             far = np.abs(to - used[in_cycle]) > tol  # smaller moves are rounding
@@ -101,7 +101,11 @@ def allocate_reference(
 
 
 def anderson(
-    xs: list[np.ndarray], gs: list[np.ndarray], top: np.ndarray, tol: float
+    xs: list[np.ndarray],
+    gs: list[np.ndarray],
+    top: np.ndarray,
+    tol: float,
+    reach: float = REACH,
 ) -> np.ndarray | None:
     """Anderson's extrapolation (type II) from rounds that started from ``xs`` and gave
     ``gs``, oldest first: ``g - dG gamma`` within ``[0, top]``, for the ``gamma`` that
@@ -109,7 +113,7 @@ def anderson(
     ``dG`` the differences of consecutive rounds), directions that add less than
     ``DROP`` of their length (or no more than ``tol``) to the ones before them left
     out; None where there is nothing to extrapolate from, or where it would move
-    further than ``REACH`` times the largest residual."""
+    further than ``reach`` times the largest residual."""
     if len(xs) < 2 or xs[-1].size == 0:
         return None
     res = np.array([g - x for x, g in zip(xs, gs, strict=True)])
@@ -127,7 +131,7 @@ def anderson(
     if keep:
         gamma[keep] = np.linalg.lstsq(df[keep].T, res[-1], rcond=None)[0]
     to = np.clip(gs[-1] - gamma @ dg, 0.0, top)
-    return None if np.abs(to - gs[-1]).max() > REACH * np.abs(res[-1]).max() else to
+    return None if np.abs(to - gs[-1]).max() > reach * np.abs(res[-1]).max() else to
 
 
 def _ordered_round(

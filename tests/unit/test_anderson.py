@@ -8,13 +8,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grouper.simulator.anderson import MEMORY, extrapolate, history
+from grouper.simulator.anderson import MEMORY, REACH, REACH_LATE, extrapolate, history
 from tests.unit.allocator_reference import anderson
 
 TOL = 1e-12
 
 
-def _rounds(a: np.ndarray, b: np.ndarray, x: np.ndarray, top: float, n: int, only=None):
+def _rounds(
+    a: np.ndarray, b: np.ndarray, x: np.ndarray, top: float, n: int, only=None,
+    reach: float = REACH,
+):  # fmt: skip
     """``n`` rounds of ``x -> a x + b``, each followed by ``extrapolate``: every start."""
     nv = len(x)
     xs, gs, mask, held = history(nv)
@@ -23,7 +26,7 @@ def _rounds(a: np.ndarray, b: np.ndarray, x: np.ndarray, top: float, n: int, onl
     for _ in range(n):
         u = a @ x + b
         moved = np.zeros(nv, np.bool_)
-        extrapolate(u, x, only, xs, gs, mask, held, np.full(nv, top), TOL, moved)
+        extrapolate(u, x, only, xs, gs, mask, held, np.full(nv, top), TOL, moved, reach)
         x = u
         starts.append(x.copy())
     return starts
@@ -61,17 +64,25 @@ def test_a_move_further_than_reach_is_not_taken() -> None:
     np.testing.assert_allclose(starts[3], [1 + 0.99 + 0.99**2])
 
 
+def test_late_rounds_reach_a_fixed_point_hundreds_of_steps_away() -> None:
+    # ratio 0.998: the limit (500) is about 500 plain steps away, within REACH_LATE
+    a, b = np.diag([0.998]), np.array([1.0])
+    far = _rounds(a, b, np.zeros(1), 1e6, 3, reach=REACH_LATE)
+    np.testing.assert_allclose(far[3], [500.0], rtol=1e-9)
+    assert _rounds(a, b, np.zeros(1), 1e6, 3)[3][0] < 3  # REACH: plain rounds
+
+
 def test_the_history_starts_again_when_the_cycles_queues_change() -> None:
     nv = 2
     xs, gs, mask, held = history(nv)
     top, moved = np.full(nv, 10.0), np.zeros(nv, np.bool_)
     only = np.array([True, False])
-    extrapolate(np.array([1.0, 0.0]), np.zeros(nv), only, xs, gs, mask, held, top, TOL, moved)
-    extrapolate(np.array([1.5, 0.0]), np.array([1.0, 0.0]), only, xs, gs, mask, held, top,
-                TOL, moved)  # fmt: skip
+    x0, x1 = np.zeros(nv), np.array([1.0, 0.0])
+    extrapolate(x1.copy(), x0, only, xs, gs, mask, held, top, TOL, moved, REACH)
+    extrapolate(np.array([1.5, 0.0]), x1, only, xs, gs, mask, held, top, TOL, moved, REACH)
     assert held[0] == 2 and moved.any()
     u = np.array([1.7, 0.3])
-    extrapolate(u, np.array([1.5, 0.1]), ~only | only, xs, gs, mask, held, top, TOL, moved)
+    extrapolate(u, np.array([1.5, 0.1]), ~only | only, xs, gs, mask, held, top, TOL, moved, REACH)
     assert held[0] == 1  # only this round: nothing to extrapolate from
     np.testing.assert_array_equal(u, [1.7, 0.3])
 
@@ -93,7 +104,7 @@ def test_extrapolate_is_the_references_anderson(
     caps = np.full(4, top)
     for i, (x, g) in enumerate(rounds):
         got, moved = np.array(g), np.zeros(4, np.bool_)
-        extrapolate(got, np.array(x), only_, xs, gs, mask, held, caps, TOL, moved)
+        extrapolate(got, np.array(x), only_, xs, gs, mask, held, caps, TOL, moved, REACH)
         kept = rounds[max(0, i - MEMORY) : i + 1]
         to = anderson(
             [np.array(x)[only_] for x, _ in kept], [np.array(g)[only_] for _, g in kept],
