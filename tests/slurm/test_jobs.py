@@ -3,8 +3,10 @@ each rank under ``grouper run``.
 
 Two searches (cojobs) at once, each a 2-rank TCP ring across ``n1`` and ``n2``
 (``tests/slurm/ring.py``, the user's script, in the client-only venv of Debian's
-Python): ``narrow`` moves a quarter of ``wide``'s bytes per iteration, so the
-coordinator puts its stages first. Checked with tools of their own: who registered each
+Python): ``narrow`` moves a sixteenth of ``wide``'s bytes per iteration, so each of its
+stages (at most 12 iterations) is smaller than what is left of any stage of ``wide``
+(at least one iteration) and the coordinator puts narrow's stages first however far
+``wide`` has got. Checked with tools of their own: who registered each
 step (the agents' Collect), the DSCP of every data segment at the switch port toward
 ``n2`` (a capture), the switch's per-band byte counters (``tc -s class``), and the
 coordinator's view of the order and of the jobs' ends (its Prometheus endpoint).
@@ -37,8 +39,10 @@ from tests.slurm.jobs import (
 
 STEPS = {  # per iteration, each rank sends nbytes to the next
     "wide": Step("wide", 5301, 4_000_000),
-    "narrow": Step("narrow", 5302, 500_000),
+    "narrow": Step("narrow", 5302, 250_000),
 }
+# narrow's largest stage is smaller than one iteration of wide's
+assert max(STAGES) * STEPS["narrow"].nbytes < STEPS["wide"].nbytes
 DSCP_BAND = {d: b for b, d in enumerate(QueueConfig().dscp_table)}
 
 
